@@ -1,11 +1,75 @@
-"""Shared bits of the benchmark scripts: machine description and markdown tables."""
+"""Shared bits of the benchmark scripts: command-line model setup, the questions and index a
+benchmark runs on, machine description and markdown tables.
+
+Scripts import this module before DSPy (``from _common import ...`` sorts before
+``from dspy import ...``), so the environment defaults below are in place when litellm is
+imported. netcast and DSPy are imported inside the functions that need them, so scripts that
+time pure code (selection.py) do not pay for importing them."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
 import sys
+from typing import Any
+
+# The command line's environment defaults (netcast.env.CLI_DEFAULTS) that matter here, set
+# before DSPy imports litellm: litellm's bundled price list instead of a download at import
+# (offline it retries noisily). Scripts import this module before dspy for that.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def model_args(parser: argparse.ArgumentParser, choices: list[str] | None = None) -> None:
+    """``--model``: an embedded model name (the default, ``embedded``) or a litellm string;
+    one of ``choices`` when given."""
+    what = "model" if choices else "embedded model name or litellm model string"
+    parser.add_argument(
+        "--model", default="embedded", choices=choices, help=f"{what} (default: %(default)s)"
+    )
+
+
+def parser(
+    doc: str | None, questions: int, models: list[str] | None = None
+) -> argparse.ArgumentParser:
+    """A benchmark's parser with ``--questions`` (defaulting to ``questions``) and ``--model``
+    (one of ``models`` when given)."""
+    made = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    made.add_argument("--questions", type=int, default=questions)
+    model_args(made, models)
+    return made
+
+
+def setup(args: argparse.Namespace, **lm_kwargs: Any):
+    """The LM ``--model`` names (``lm_kwargs`` passed to ``netcast.make_lm``)."""
+    import netcast
+
+    return netcast.make_lm(args.model, **lm_kwargs)
+
+
+def model_label(lm: Any) -> str:
+    """How a table header names the model: "embedded model", else its name."""
+    from netcast.models import embedded_name
+
+    name = embedded_name(lm)
+    if name == "embedded":
+        return "embedded model"
+    return f"embedded model {name}" if name else f"model {lm.model}"
+
+
+def dev_questions(name: str, limit: int, lm: Any, kind: str = "bm25"):
+    """(``limit`` dev questions of dataset ``name``, the index of its corpus with chunk tokens
+    counted by ``lm``'s tokenizer)."""
+    from netcast.data import load_dataset
+    from netcast.models import token_counter
+    from netcast.session import open_retriever
+
+    data = load_dataset(name, "dev", limit=limit)
+    return data, open_retriever(data, kind=kind, counter=token_counter(lm))
 
 
 def machine() -> str:

@@ -3,36 +3,41 @@ runs/bench/) and print the paper-style quality and cost table."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import dspy
 from _common import table
 
+from netcast.files import slug
+from netcast.models import embedded_name
 from netcast.optimize import EvalResult, evaluate
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+def run_dir(name: str, label: str, lm: dspy.BaseLM) -> Path:
+    """``runs/bench/<name>/<label>``; another model than the default embedded one runs into
+    ``runs/bench/<name>-<model>/<label>`` (a run directory holds one model's run)."""
+    model = embedded_name(lm) or lm.model
+    group = name if model == "embedded" else f"{name}-{slug(model).lower()}"
+    return Path("runs/bench") / group / slug(label).lower()
 
 
 def run_configs(
-    name: str, configs: Sequence[tuple[str, dspy.Module]], examples: Sequence[dspy.Example]
+    name: str,
+    configs: Sequence[tuple[str, dspy.Module]],
+    examples: Sequence[dspy.Example],
+    lm: dspy.BaseLM,
 ) -> list[tuple[str, EvalResult]]:
+    """Evaluate each (label, program) on ``examples`` with ``lm`` into its run directory
+    (finished questions there are kept and not run again)."""
     results = []
     for label, program in configs:
-        run_dir = Path("runs/bench") / name / slug(label)
-        info = {
-            "label": label,
-            "program": program.name,
-            "knobs": program.knobs,
-            "model": getattr(dspy.settings.lm, "model", None),
-        }
-        print(f"[{name}] {label}: {len(examples)} questions -> {run_dir}", flush=True)
-        results.append(
-            (label, evaluate(program, examples, run_dir=run_dir, run_info=info, progress=False))
-        )
+        directory = run_dir(name, label, lm)
+        info = {"label": label, "program": program.name, "knobs": program.knobs, "model": lm.model}
+        print(f"[{name}] {label}: {len(examples)} questions -> {directory}", flush=True)
+        with dspy.context(lm=lm):
+            result = evaluate(program, examples, run_dir=directory, run_info=info, progress=False)
+        results.append((label, result))
     return results
 
 

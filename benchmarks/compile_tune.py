@@ -14,22 +14,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import header, table
+from _common import header, model_args, model_label, setup, table
+from dspy import context
 
-import netcast
+from netcast.data import load_dataset
+from netcast.models import token_counter
 from netcast.optimize import tune as tuning
 from netcast.optimize.workflow import compile_recipe, make_recipe
-from netcast.session import load_dataset, open_retriever
+from netcast.session import open_retriever
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--train", type=int, default=20)
     parser.add_argument("--dev", type=int, default=50)
     parser.add_argument("--tune-dev", type=int, default=20)
     parser.add_argument("--trials", type=int, default=6)
+    model_args(parser)
     args = parser.parse_args()
-    netcast.configure()
+    lm = setup(args)
     with tempfile.TemporaryDirectory() as tmp:
         recipe = make_recipe(
             program="basic",
@@ -38,26 +43,33 @@ def main() -> None:
             train_limit=args.train,
             dev_limit=args.dev,
             optimizer="bootstrap",
+            model=args.model,
         )
-        result = compile_recipe(recipe, Path(tmp) / "artifact", progress=False)
+        result = compile_recipe(recipe, Path(tmp) / "artifact", lm=lm, progress=False)
 
         train = load_dataset("hotpotqa-sample", "train", args.train)
         dev = load_dataset("hotpotqa-sample", "dev", args.tune_dev)
         study = tuning.open_study("bench", f"sqlite:///{tmp}/tune.db", ["f1", "cost"])
-        tuning.tune(
-            study,
-            args.trials,
-            progress=False,
-            program_name="basic",
-            retriever=open_retriever(train),
-            trainset=train.examples,
-            devset=dev.examples,
-            objectives=["f1", "cost"],
-        )
+        with context(lm=lm):
+            tuning.tune(
+                study,
+                args.trials,
+                progress=False,
+                program_name="basic",
+                retriever=open_retriever(train, counter=token_counter(lm)),
+                trainset=train.examples,
+                devset=dev.examples,
+                objectives=["f1", "cost"],
+                lm=lm,
+            )
+        # read the study while its database still exists
+        done = [t for t in study.trials if t.values is not None]
+        front = {t.number for t in tuning.pareto_front(done)}
+        knee = tuning.pick(study, "knee").number
 
     header(
         f"Compile basic (BootstrapFewShot, {args.train} train questions; scored on "
-        f"{args.dev} dev questions, embedded model)"
+        f"{args.dev} dev questions, {model_label(lm)})"
     )
     rows = []
     for name, agg in (("uncompiled", result.before), ("compiled", result.after)):
@@ -75,9 +87,6 @@ def main() -> None:
     table(["program", "F1", "EM", "LM calls/q", "tokens in/q", "tokens out/q", "s/q"], rows)
     print(f"compile wall time: {result.seconds:.0f} s\n")
 
-    done = [t for t in study.trials if t.values is not None]
-    front = {t.number for t in tuning.pareto_front(done)}
-    knee = tuning.pick(study, "knee").number
     print(
         f"### netcast tune: {args.trials} trials, {args.tune_dev} dev questions, F1 vs "
         "tokens per question\n"

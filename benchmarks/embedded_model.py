@@ -6,7 +6,6 @@ whether llama.cpp's KV-cache prefix reuse speeds up repeated DSPy prompts.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -14,16 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import dspy
-from _common import header, table
+from _common import dev_questions, header, parser, table
+from dspy import context
 
-import netcast
-from netcast import embedded
-from netcast.data import load_dataset
-from netcast.lm import EMBEDDED_MODEL_ID, TracedLM
-from netcast.local_lm import LlamaCppEngine
+from netcast.models import EmbeddedLM, embedded, make_lm
+from netcast.models.llama import LlamaCppEngine
 from netcast.programs import BasicRAG
-from netcast.session import open_retriever
 
 
 def raw_speeds(engine: LlamaCppEngine, passages: list[str]) -> tuple[float, float]:
@@ -43,41 +38,30 @@ def raw_speeds(engine: LlamaCppEngine, passages: list[str]) -> tuple[float, floa
     return prompt_rate, n_gen / (time.perf_counter() - start)
 
 
-def basic_seconds(mode: str, questions, retriever) -> list[float]:
-    engine = LlamaCppEngine(str(embedded.model_path()), prefix_cache=mode, max_tokens=384)
-    lm = TracedLM(
-        EMBEDDED_MODEL_ID,
-        engine=engine,
-        cache=False,
-        temperature=0.0,
-        max_tokens=384,
-        num_retries=0,
-    )
-    program = BasicRAG(retriever)
+def basic_seconds(lm: EmbeddedLM, questions, retriever) -> list[float]:
+    program = BasicRAG(retriever, lm=lm)
     seconds = []
-    with dspy.context(lm=lm):
+    with context(lm=lm):
         program(question="warm-up: who wrote Hamlet?")
         for ex in questions:
             start = time.perf_counter()
             program(question=ex.question)
             seconds.append(time.perf_counter() - start)
-    engine.close()
+    lm.engine.close()
     return seconds
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=10)
-    args = parser.parse_args()
-    netcast.configure()
-    data = load_dataset("hotpotqa-sample", "dev", limit=args.questions)
-    retriever = open_retriever(data, kind="bm25")
+    args = parser(__doc__, questions=10, models=sorted(embedded.MODELS)).parse_args()
+    # DSPy's response cache off, so every call runs; the engines load the model on first use
+    lms = {mode: make_lm(args.model, cache=False, prefix_cache=mode) for mode in ("off", "last")}
+    data, retriever = dev_questions("hotpotqa-sample", args.questions, lms["off"])
 
-    header("Embedded model (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, llama.cpp)")
+    header(f"Embedded model {args.model} ({embedded.spec(args.model).file_name}, llama.cpp)")
     import llama_cpp
 
     print(f"llama.cpp build: {llama_cpp.llama_print_system_info().decode().strip()}\n")
-    engine = LlamaCppEngine(str(embedded.model_path()))
+    engine = LlamaCppEngine(str(embedded.model_path(args.model)))
     passages = BasicRAG.passages(retriever.search(data.examples[0].question, 5))
     prompt_rate, gen_rate = raw_speeds(engine, passages)
     engine.close()
@@ -87,8 +71,8 @@ def main() -> None:
     )
 
     rows = []
-    for mode in ("off", "last"):
-        secs = basic_seconds(mode, data.examples, retriever)
+    for mode, lm in lms.items():
+        secs = basic_seconds(lm, data.examples, retriever)
         rows.append([mode, len(secs), statistics.mean(secs), statistics.median(secs), max(secs)])
     base = rows[0][2]
     table(

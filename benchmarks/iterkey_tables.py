@@ -8,18 +8,16 @@ VerifiedAll (Table 9).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from statistics import mean
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import header, table
+from _common import dev_questions, header, model_label, parser, setup, table
 from _tables import quality_cost_table, run_configs
 
-import netcast
-from netcast.data import load_dataset
+from netcast.models import token_counter
 from netcast.optimize.metrics import exact_match, f1_score
 from netcast.programs import BasicRAG, IterKey
 from netcast.session import open_retriever
@@ -77,25 +75,23 @@ def verified(result):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=5)
-    args = parser.parse_args()
-    netcast.configure()
-    data = load_dataset("hotpotqa-sample", "dev", limit=args.questions)
-    bm25 = open_retriever(data, kind="bm25")
-    dense = open_retriever(data, kind="dense")
+    args = parser(__doc__, questions=5).parse_args()
+    lm = setup(args)
+    data, bm25 = dev_questions("hotpotqa-sample", args.questions, lm)
+    dense = open_retriever(data, kind="dense", counter=token_counter(lm))
     configs = [
-        ("RAG (BM25, top-3)", BasicRAG(bm25, top_k=3)),
-        ("RAG (dense, top-3)", BasicRAG(dense, top_k=3)),
-        ("IterKey (BM25, text validation)", IterKey(bm25)),
+        ("RAG (BM25, top-3)", BasicRAG(bm25, lm=lm, top_k=3)),
+        ("RAG (dense, top-3)", BasicRAG(dense, lm=lm, top_k=3)),
+        ("IterKey (BM25, text validation)", IterKey(bm25, lm=lm)),
         (
             "IterKey (BM25, forced decoding, threshold 0.3)",
-            IterKey(bm25, validation="logprobs", threshold=0.3),
+            IterKey(bm25, lm=lm, validation="logprobs", threshold=0.3),
         ),
     ]
-    results = run_configs("iterkey", configs, data.examples)
+    results = run_configs("iterkey", configs, data.examples, lm)
     header(
-        f"IterKey: {args.questions} HotpotQA dev questions, embedded model, k=3, max 5 iterations"
+        f"IterKey: {args.questions} HotpotQA dev questions, {model_label(lm)}, k=3, "
+        "max 5 iterations"
     )
     quality_cost_table(results)
     for label, result in results[2:]:

@@ -8,20 +8,16 @@ paragraphs, answer F1, steps to convergence and cost per question.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from statistics import mean
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import header, table
+from _common import dev_questions, header, model_label, parser, setup, table
 from _tables import run_configs
 
-import netcast
-from netcast.data import load_dataset
 from netcast.programs import BasicRAG, KnowledgeAware
-from netcast.session import open_retriever
 
 
 def steps(result) -> float | str:
@@ -32,23 +28,20 @@ def steps(result) -> float | str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=3)
-    args = parser.parse_args()
-    netcast.configure()
+    args = parser(__doc__, questions=3).parse_args()
+    lm = setup(args)
     for name in ("hotpotqa-sample", "musique-sample"):
-        data = load_dataset(name, "dev", limit=args.questions)
-        r = open_retriever(data, kind="bm25")
+        data, r = dev_questions(name, args.questions, lm)
         configs = [
-            ("one-step retrieval (naive RAG, top-10)", BasicRAG(r, top_k=10)),
-            ("1 agent", KnowledgeAware(r, n_agents=1)),
-            ("2 agents (competitive)", KnowledgeAware(r, n_agents=2)),
-            ("3 agents (competitive)", KnowledgeAware(r, n_agents=3)),
+            ("one-step retrieval (naive RAG, top-10)", BasicRAG(r, lm=lm, top_k=10)),
+            ("1 agent", KnowledgeAware(r, lm=lm, n_agents=1)),
+            ("2 agents (competitive)", KnowledgeAware(r, lm=lm, n_agents=2)),
+            ("3 agents (competitive)", KnowledgeAware(r, lm=lm, n_agents=3)),
         ]
-        results = run_configs(f"knowledge-{name}", configs, data.examples)
+        results = run_configs(f"knowledge-{name}", configs, data.examples, lm)
         header(
-            f"Knowledge-aware retrieval on {name}: {args.questions} dev questions, embedded "
-            "model, BM25 top-10, max 4 steps"
+            f"Knowledge-aware retrieval on {name}: {args.questions} dev questions, "
+            f"{model_label(lm)}, BM25 top-10, max 4 steps"
         )
         rows = []
         for label, result in results:

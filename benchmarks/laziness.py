@@ -8,21 +8,18 @@ search. Embedded model, bundled HotpotQA dev questions; lengths scaled to its n_
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import header, table
+from _common import dev_questions, header, model_label, parser, setup, table
+from dspy import context
 
-import netcast
-from netcast.data import load_dataset
-from netcast.lm import context_window
+from netcast.models import context_window
 from netcast.programs import Iterative
-from netcast.programs.iterative import WorkingContext
-from netcast.session import open_retriever
+from netcast.programs.iterative.program import WorkingContext
 
 
 def first_context(example, corpus, length: int, rng: random.Random) -> WorkingContext:
@@ -38,22 +35,21 @@ def first_context(example, corpus, length: int, rng: random.Random) -> WorkingCo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=15)
-    parser.add_argument("--lengths", default="1000,2000,3000,4000")
-    args = parser.parse_args()
-    netcast.configure()
-    data = load_dataset("hotpotqa-sample", "dev", limit=args.questions)
-    retriever = open_retriever(data, kind="bm25")
-    program = Iterative(retriever, fallback=False, delete=False)
+    arguments = parser(__doc__, questions=15)
+    arguments.add_argument("--lengths", default="1000,2000,3000,4000")
+    args = arguments.parse_args()
+    lm = setup(args)
+    data, retriever = dev_questions("hotpotqa-sample", args.questions, lm)
+    program = Iterative(retriever, lm=lm, fallback=False, delete=False)
     lengths = [int(x) for x in args.lengths.split(",")]
     rows = []
     for length in lengths:
         rng = random.Random(length)
         actions = []
         for ex in data.examples:
-            context = first_context(ex, retriever.corpus, length, rng)
-            decision = program.next_action(ex.question, context, [])
+            working = first_context(ex, retriever.corpus, length, rng)
+            with context(lm=lm):
+                decision = program.next_action(ex.question, working, [])
             actions.append(decision["action"])
         n = len(actions)
         rows.append(
@@ -67,9 +63,9 @@ def main() -> None:
         )
         print(f"length {length}: {actions}", flush=True)
     header(
-        f"Retrieval laziness (Appendix B): {args.questions} HotpotQA dev questions, embedded "
-        f"model (n_ctx {context_window()}), first context = 1 of 2 gold paragraphs + "
-        "irrelevant chunks"
+        f"Retrieval laziness (Appendix B): {args.questions} HotpotQA dev questions, "
+        f"{model_label(lm)} (context window {context_window(lm)}), first context = 1 of 2 gold "
+        "paragraphs + irrelevant chunks"
     )
     table(
         ["first-context tokens", "questions", "P(follow-up search)", "P(answer)", "P(unreadable)"],

@@ -7,21 +7,16 @@ model: Basic RAG (top-5), token-constrained Top-K_max, + chunk filter, + chunk c
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from statistics import mean
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import header, table
+from _common import dev_questions, header, model_label, parser, setup, table
 from _tables import quality_cost_table, run_configs
 
-import netcast
-from netcast.data import load_dataset
-from netcast.lm import default_token_budget
 from netcast.programs import BasicRAG, OneShot
-from netcast.session import open_retriever
 
 
 def stage_values(result, stage, key):
@@ -29,25 +24,23 @@ def stage_values(result, stage, key):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=20)
-    args = parser.parse_args()
-    netcast.configure()
-    data = load_dataset("hotpotqa-sample", "dev", limit=args.questions)
-    retriever = open_retriever(data, kind="bm25")
-    budget = default_token_budget()
+    args = parser(__doc__, questions=20).parse_args()
+    lm = setup(args)
+    data, retriever = dev_questions("hotpotqa-sample", args.questions, lm)
+    top_k_max = OneShot(retriever, lm=lm)
     configs = [
-        ("Basic RAG (top-5)", BasicRAG(retriever, top_k=5)),
-        ("Top-K_max", OneShot(retriever)),
-        ("+ chunk filter", OneShot(retriever, filter=True)),
-        ("+ chunk cropping", OneShot(retriever, crop=True)),
-        ("+ filter & cropping", OneShot(retriever, filter=True, crop=True)),
+        ("Basic RAG (top-5)", BasicRAG(retriever, lm=lm, top_k=5)),
+        ("Top-K_max", top_k_max),
+        ("+ chunk filter", OneShot(retriever, lm=lm, filter=True)),
+        ("+ chunk cropping", OneShot(retriever, lm=lm, crop=True)),
+        ("+ filter & cropping", OneShot(retriever, lm=lm, filter=True, crop=True)),
     ]
-    results = run_configs("one_shot", configs, data.examples)
+    results = run_configs("one_shot", configs, data.examples, lm)
 
     header(
-        f"One-SHOT, Table 1: {args.questions} HotpotQA dev questions, embedded model, "
-        f"BM25, token budget {budget} (a quarter of n_ctx), pool 50, exact knapsack"
+        f"One-SHOT, Table 1: {args.questions} HotpotQA dev questions, {model_label(lm)}, "
+        f"BM25, token budget {top_k_max.budget()} (a quarter of the context window, at most "
+        "32k), pool 50, exact knapsack"
     )
     quality_cost_table(results)
 

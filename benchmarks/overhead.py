@@ -14,15 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import dspy
-from _common import header, table
+from _common import dev_questions, header, table
+from dspy import LM, context
 
-import netcast
-from netcast.data import load_dataset
-from netcast.lm import TracedLM
 from netcast.optimize import evaluate
 from netcast.programs import BasicRAG
-from netcast.session import open_retriever
 from netcast.testing import ScriptedEngine
 
 
@@ -37,28 +33,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--questions", type=int, default=300)
     args = parser.parse_args()
-    netcast.configure()  # token counts from the embedded tokenizer, as in a real run
-    data = load_dataset("hotpotqa-sample", "dev", limit=args.questions)
-    retriever = open_retriever(data, kind="bm25")
-    lm = TracedLM(
+    # chunk tokens counted by the embedded tokenizer, as in a real run with the embedded model
+    data, retriever = dev_questions("hotpotqa-sample", args.questions, None)
+    lm = LM(
         "scripted/instant",
         engine=ScriptedEngine(lambda p: {"answer": "x"}),
         cache=False,
         num_retries=0,
     )
-    dspy.configure(lm=lm)
-    program = BasicRAG(retriever)
+    program = BasicRAG(retriever, lm=lm)
     questions = [ex.question for ex in data.examples]
 
     header(f"Framework overhead per basic question ({len(questions)} questions, BM25 top-5)")
     bare = per_question_ms(lambda q: retriever.search(q, 5), questions)
-    lm.history.clear()
-    call = per_question_ms(lambda q: program(question=q), questions)
-    lm.history.clear()
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        evaluate(program, data.examples, run_dir=Path(tmp) / "run", progress=False)
-        full = (time.perf_counter() - start) * 1000 / len(questions)
+    with context(lm=lm):
+        lm.history.clear()
+        call = per_question_ms(lambda q: program(question=q), questions)
+        lm.history.clear()
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            evaluate(program, data.examples, run_dir=Path(tmp) / "run", progress=False)
+            full = (time.perf_counter() - start) * 1000 / len(questions)
     table(
         ["what", "ms/question", "overhead over bare retrieval ms"],
         [

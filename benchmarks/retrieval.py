@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import header, percentile, table
 
-import netcast
 from netcast.corpus import Corpus
 from netcast.data import load_dataset
+from netcast.models.tokens import embedded_counter
 from netcast.retrievers import build_retriever
 from netcast.retrievers.bm25 import BM25Retriever
 from netcast.retrievers.dense import DenseRetriever, embedding_model
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()
     data = load_dataset("hotpotqa-sample", "dev", limit=args.queries)
-    counter = netcast.token_counter()
+    counter = embedded_counter()
     start = time.perf_counter()
     corpus = Corpus.from_documents(data.documents, counter)
     chunk_s = time.perf_counter() - start

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import header, table
 
-from netcast.selection import knapsack_exact, knapsack_greedy
+from netcast.programs.shared.budget import knapsack_exact, knapsack_greedy
 
 
 def best_ms(fn, repeats: int) -> float:
@@ -28,11 +29,16 @@ def best_ms(fn, repeats: int) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--candidates", default="100,1000,5000", help="pool sizes to time")
+    args = parser.parse_args()
     rng = np.random.default_rng(0)
     budget = 32_000
     header(f"Token-budgeted selection, budget {budget:,} tokens (best of 3 runs)")
     rows = []
-    for n in (100, 1_000, 5_000):
+    for n in (int(x) for x in args.candidates.split(",")):
         values = rng.uniform(0.01, 1.0, n)
         weights = rng.integers(50, 400, n)  # chunk sizes of HotpotQA-like passages
         exact = best_ms(lambda v=values, w=weights: knapsack_exact(v, w, budget), 3)

@@ -7,45 +7,34 @@ the embedded model: the Search-R1-style baseline, + contextualization, + de-dupl
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from statistics import mean
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import dspy
-from _common import header, table
+from _common import dev_questions, header, model_label, parser, setup, table
 from _tables import run_configs
 
-import netcast
-from netcast.data import load_dataset
 from netcast.optimize.evaluate import judge_match
 from netcast.programs import SearchR1
-from netcast.session import open_retriever
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=5)
-    args = parser.parse_args()
-    netcast.configure()
-    data = load_dataset("hotpotqa-sample", "dev", limit=args.questions)
-    r = open_retriever(data, kind="bm25")
+    args = parser(__doc__, questions=5).parse_args()
+    lm = setup(args)
+    data, r = dev_questions("hotpotqa-sample", args.questions, lm)
     configs = [
-        ("Search-R1 baseline", SearchR1(r)),
-        ("+ Cont", SearchR1(r, contextualize=True)),
-        ("+ De-Dup", SearchR1(r, dedup=True)),
-        ("+ Hybrid", SearchR1(r, dedup=True, contextualize=True)),
+        ("Search-R1 baseline", SearchR1(r, lm=lm)),
+        ("+ Cont", SearchR1(r, lm=lm, contextualize=True)),
+        ("+ De-Dup", SearchR1(r, lm=lm, dedup=True)),
+        ("+ Hybrid", SearchR1(r, lm=lm, dedup=True, contextualize=True)),
     ]
-    results = run_configs("test_time", configs, data.examples)
+    results = run_configs("test_time", configs, data.examples, lm)
     by_id = {ex.id: ex for ex in data.examples}
     rows = []
     for label, result in results:
-        judged = [
-            judge_match(by_id[row["id"]], str(row["answer"]), dspy.settings.lm)
-            for row in result.rows
-        ]
+        judged = [judge_match(by_id[row["id"]], str(row["answer"]), lm) for row in result.rows]
         a = result.aggregate
         rows.append(
             [
@@ -61,7 +50,7 @@ def main() -> None:
         )
     header(
         f"Search-R1 test-time modules, Table 1: {args.questions} HotpotQA dev questions, "
-        "embedded model (also the judge), BM25, k=3, max 4 searches"
+        f"{model_label(lm)} (also the judge), BM25, k=3, max 4 searches"
     )
     table(
         ["strategy", "n", "EM", "LLM match (judge)", "searches/q", "tokens/q", "LM calls/q", "s/q"],

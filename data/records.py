@@ -20,12 +20,18 @@ from netcast.errors import InputError
 
 @dataclass
 class QADataset:
-    """Examples of one split plus the documents of the retrieval corpus."""
+    """Examples of one split plus the documents of the dataset's retrieval corpus. The corpus
+    does not depend on the split or the limit: every split of a dataset searches the same
+    documents, named ``corpus_name``."""
 
     name: str
     split: str
     examples: list[dspy.Example]
     documents: list[Document]
+    corpus_name: str = ""
+
+    def __post_init__(self) -> None:
+        self.corpus_name = self.corpus_name or self.name
 
 
 def check_record(record: Any, where: str) -> dict[str, Any]:
@@ -40,6 +46,8 @@ def check_record(record: Any, where: str) -> dict[str, Any]:
     answers = record.get("answers")
     if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
         raise InputError(f"{where}: field 'answers' must be a list of strings")
+    if not [a for a in answers if a.strip()]:
+        raise InputError(f"{where}: field 'answers' is empty (a question needs a gold answer)")
     paragraphs = record.get("paragraphs", [])
     if not isinstance(paragraphs, list):
         raise InputError(f"{where}: field 'paragraphs' must be a list")

@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from netcast.corpus import load_documents, read_jsonl
+from netcast.corpus import Document, load_documents, read_jsonl
 from netcast.data.hub import HUB_SOURCES, load_hub_records
 from netcast.data.records import QADataset, check_record, pooled_documents, to_example
 from netcast.errors import InputError
@@ -31,7 +31,17 @@ def dataset_names() -> list[str]:
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """Validated records from a JSONL file in the samples' schema; errors name file:line."""
-    records = [check_record(rec, f"{path}:{n}") for n, rec in read_jsonl(path)]
+    records, first_line = [], {}
+    for n, rec in read_jsonl(path):
+        record = check_record(rec, f"{path}:{n}")
+        key = str(record["id"])
+        if key in first_line:
+            raise InputError(
+                f"{path}:{n}: field 'id' {key!r} repeats line {first_line[key]} (ids must be"
+                " unique)"
+            )
+        first_line[key] = n
+        records.append(record)
     if not records:
         raise InputError(f"{path}: no records")
     return records
@@ -48,34 +58,72 @@ def split_records(records: list[dict[str, Any]], split: str) -> list[dict[str, A
     return [r for r in records if in_dev(r["id"]) == (split == "dev")]
 
 
+def _local_records(name: str) -> list[dict[str, Any]]:
+    path = Path(name)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory; give a .jsonl file of records")
+    return read_records(path)
+
+
+def _is_local(name: str) -> bool:
+    return name.endswith(".jsonl") or Path(name).exists()
+
+
+def load_corpus(name: str, corpus: str | Path | None = None) -> tuple[str, list[Document]]:
+    """(corpus name, documents) of dataset ``name``, the same whichever split is asked for:
+    ``corpus`` (a documents JSONL) when given; a bundled sample's or a local file's records
+    pooled; a hub benchmark's train and dev splits pooled (in full, whatever the limit)."""
+    if corpus is not None:
+        return f"file:{Path(corpus).name}", load_documents(corpus)
+    if name in SAMPLES:
+        records = [
+            r for fs in SAMPLES[name].values() for f in fs for r in read_records(sample_path(f))
+        ]
+    elif name in HUB_SOURCES:
+        records = [r for s in HUB_SOURCES[name].splits for r in load_hub_records(name, s)]
+    elif _is_local(name):
+        records = _local_records(name)
+    else:
+        raise InputError(
+            f"unknown dataset {name!r}; choose one of {', '.join(dataset_names())} "
+            "or give a path to a .jsonl file"
+        )
+    documents = pooled_documents(records)
+    if not documents:
+        raise InputError(
+            f"dataset {name!r} has no passages of its own: give a corpus file (--corpus)"
+        )
+    return name, documents
+
+
 def load_dataset(
     name: str, split: str = "dev", limit: int | None = None, corpus: str | Path | None = None
 ) -> QADataset:
-    """Examples of ``split`` (``train``, ``dev`` or ``all``) and the retrieval corpus.
+    """Examples of ``split`` (``train``, ``dev`` or ``all``) and the dataset's retrieval corpus.
 
     ``name`` is a bundled sample (``hotpotqa-sample``, ``musique-sample``), a hub benchmark
     (``hotpotqa``, ``2wikimultihopqa``, ``musique``, ``nq-open``, ``triviaqa``) or a path to a
-    JSONL file of records. The corpus pools the records' paragraphs unless ``corpus`` (a JSONL
-    file of documents) is given. ``limit`` keeps the first questions of the split.
+    JSONL file of records. ``limit`` keeps the first questions of the split; the corpus does not
+    depend on the split or the limit (see ``load_corpus``).
     """
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    if limit is not None and limit <= 0:
+        raise InputError(f"limit must be a positive number of questions, got {limit}")
     if name in SAMPLES:
         files = SAMPLES[name]
-        everything = [r for fs in files.values() for f in fs for r in read_records(sample_path(f))]
         if split in files:
             records = [r for f in files[split] for r in read_records(sample_path(f))]
-        elif "all" in files:
-            records = split_records(everything, split)
         else:
-            records = everything
-        pool = everything
+            everything = [
+                r for fs in files.values() for f in fs for r in read_records(sample_path(f))
+            ]
+            records = split_records(everything, split) if "all" in files else everything
     elif name in HUB_SOURCES:
-        records = load_hub_records(name, split if split != "all" else "train", limit)
-        pool = records
-    elif name.endswith(".jsonl") or Path(name).exists():
-        pool = read_records(name)
-        records = split_records(pool, split)
+        splits = HUB_SOURCES[name].splits if split == "all" else [split]
+        records = [r for s in splits for r in load_hub_records(name, s)]
+    elif _is_local(name):
+        records = split_records(_local_records(name), split)
     else:
         raise InputError(
             f"unknown dataset {name!r}; choose one of {', '.join(dataset_names())} "
@@ -83,9 +131,5 @@ def load_dataset(
         )
     if limit is not None:
         records = records[:limit]
-    documents = load_documents(corpus) if corpus else pooled_documents(pool)
-    if not documents:
-        raise InputError(
-            f"dataset {name!r} has no passages of its own: give a corpus file (--corpus)"
-        )
-    return QADataset(name, split, [to_example(r) for r in records], documents)
+    corpus_name, documents = load_corpus(name, corpus)
+    return QADataset(name, split, [to_example(r) for r in records], documents, corpus_name)

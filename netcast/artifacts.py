@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from typing import Any
 import dspy
 
 from netcast.errors import InputError
+from netcast.files import atomic_directory
 
 FORMAT = 1
 REQUIRED = ("program.json", "recipe.json", "scores.json", "meta.json")
@@ -56,40 +55,44 @@ def save_artifact(
     if missing:
         raise ValueError(f"recipe lacks {missing}")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        program.save(str(tmp / "program.json"))
-        lineage = None
-        if parent is not None:
-            parent_recipe, _, _ = read_artifact(parent)
-            lineage = {
-                "parent": str(Path(parent).resolve()),
-                "parent_recipe_hash": recipe_hash(parent_recipe),
-            }
-        meta = {
-            "format": FORMAT,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": versions(),
-            "lineage": lineage,
-            "recipe_hash": recipe_hash(recipe),
+    lineage = None
+    if parent is not None:
+        parent_recipe, _, _ = read_artifact(parent)
+        lineage = {
+            "parent": str(Path(parent).resolve()),
+            "parent_recipe_hash": recipe_hash(parent_recipe),
         }
+    meta = {
+        "format": FORMAT,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": versions(),
+        "lineage": lineage,
+        "recipe_hash": recipe_hash(recipe),
+    }
+    with atomic_directory(out) as tmp:
+        program.save(str(tmp / "program.json"))
         for name, data in (("recipe.json", recipe), ("scores.json", scores), ("meta.json", meta)):
             (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, kind: type = dict) -> Any:
+    """The JSON object in ``path``; anything else (not UTF-8 text, not JSON, not an object) is
+    refused with one line naming the file."""
     try:
-        return json.loads(path.read_text())
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(
+            f"{path}: not a JSON text file (binary content, e.g. a pickle); refusing to load it"
+        ) from None
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: corrupted JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(value, kind):
+        raise InputError(
+            f"{path}: expected a JSON object, found a JSON {type(value).__name__}; not a "
+            "netcast artifact file"
+        )
+    return value
 
 
 def read_artifact(directory: str | Path) -> tuple[dict, dict, dict]:

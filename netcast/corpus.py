@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from netcast.errors import InputError
-from netcast.tokens import TokenCounter
+from netcast.models.tokens import TokenCounter
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ class Corpus:
         """Tokens of ``text`` with the counter the chunks were counted with (so cropped or
         rewritten chunks stay comparable with the rest)."""
         if self._counter is None:
-            from netcast.tokens import counter_named
+            from netcast.models.tokens import counter_named
 
             self._counter = counter_named(self.token_counter)
         return self._counter.count(text)
@@ -237,4 +237,6 @@ class Corpus:
                 chunks.append(Chunk(**rec))
             except TypeError as err:
                 raise InputError(f"{path}:{n}: not a chunk record ({err})") from None
+        if not chunks:
+            raise InputError(f"{path}: no chunks (empty corpus)")
         return cls(chunks, token_counter=token_counter)

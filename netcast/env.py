@@ -1,25 +1,25 @@
-"""Offline-quiet environment defaults, applied once when netcast is imported.
+"""Environment defaults for the command line (never applied on ``import netcast``).
 
-Each is a ``setdefault``: a user who sets the variable keeps their own value.
+Each is a ``setdefault``: a user who sets the variable keeps their own value. None of them
+makes a data decision: they keep litellm from downloading its price list at import (it prints
+retries offline) and switch off telemetry. Hub datasets stay reachable; the embedded models and
+the packaged embedding model load from local files by themselves.
 """
 
 from __future__ import annotations
 
 import os
 
-OFFLINE_DEFAULTS: dict[str, str] = {
+CLI_DEFAULTS: dict[str, str] = {
     # litellm (and DSPy through it) would otherwise fetch a price list and retry noisily.
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "DO_NOT_TRACK": "1",
 }
 
 
-def apply_offline_defaults() -> None:
-    """Set the offline defaults that the user has not set already."""
-    for key, value in OFFLINE_DEFAULTS.items():
+def apply_cli_defaults() -> None:
+    """Set the command line's defaults that the user has not set already."""
+    for key, value in CLI_DEFAULTS.items():
         os.environ.setdefault(key, value)

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from netcast import settings
 from netcast.corpus import Corpus, Document
+from netcast.files import short_hash, slug
+from netcast.models.tokens import TokenCounter
 from netcast.retrievers import Retriever, build_retriever, load_index, save_index
-from netcast.tokens import TokenCounter
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "corpus"
 
 
 def build_index(
@@ -55,10 +51,8 @@ def cached_index(
     documents or another tokenizer never reuse a stale index; loading re-checks the chunks'
     content hash."""
     chunking = chunking or {"mode": "paragraph"}
-    fingerprint = hashlib.sha256(
-        json.dumps([documents_hash(documents), counter.name, chunking], sort_keys=True).encode()
-    ).hexdigest()
-    directory = settings.indexes_dir() / f"{_slug(name)}-{kind}-{fingerprint[:16]}"
+    fingerprint = short_hash([documents_hash(documents), counter.name, chunking], 16)
+    directory = settings.indexes_dir() / f"{slug(name, empty='corpus')}-{kind}-{fingerprint}"
     if (directory / "index.json").exists():
         return load_index(directory)
     corpus = Corpus.from_documents(documents, counter, **chunking)

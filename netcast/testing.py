@@ -1,7 +1,7 @@
 """A scripted fake model for testing programs without an LLM (DSPy's ChatAdapter format).
 
 engine = ScriptedEngine(lambda prompt: {"answer": "Paris"})
-dspy.configure(lm=TracedLM("scripted/fake", engine=engine, cache=False))
+dspy.configure(lm=dspy.LM("scripted/fake", engine=engine, cache=False))
 """
 
 from __future__ import annotations

@@ -21,6 +21,11 @@ class Trace:
     searches: list[dict[str, Any]] = field(default_factory=list)
     turns: list[dict[str, Any]] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)
+    # per LLM step (the predictor's name in the program): calls, parse_failures (no usable
+    # reply), unreadable (a reply the first adapter could not read: DSPy fell back to JSON),
+    # fallbacks (the program went on without the step's output), accepted / rejected (rule
+    # checks on the step's output, e.g. a crop that must be verbatim), and rejection reasons
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     lm_calls: int = 0
     cached_calls: int = 0
     tokens_in: int = 0
@@ -39,6 +44,33 @@ class Trace:
     def add_stage(self, stage: str, **fields: Any) -> None:
         self.stages.append({"stage": stage, **fields})
 
+    def step(self, name: str) -> dict[str, Any]:
+        return self.steps.setdefault(
+            name,
+            {
+                "calls": 0,
+                "parse_failures": 0,
+                "unreadable": 0,
+                "fallbacks": 0,
+                "accepted": 0,
+                "rejected": 0,
+                "reasons": {},
+            },
+        )
+
+    def count(self, name: str, what: str, n: int = 1) -> None:
+        """Add ``n`` to step ``name``'s counter ``what``."""
+        with self._lock:
+            self.step(name)[what] += n
+
+    def check(self, name: str, accepted: bool, reason: str = "") -> None:
+        """A rule check on step ``name``'s output: accepted, or rejected for ``reason``."""
+        with self._lock:
+            counts = self.step(name)
+            counts["accepted" if accepted else "rejected"] += 1
+            if not accepted and reason:
+                counts["reasons"][reason] = counts["reasons"].get(reason, 0) + 1
+
     def add_lm_call(self, tokens_in: int, tokens_out: int, cached: bool) -> None:
         with self._lock:  # agents may call the model from several threads
             self.lm_calls += 1
@@ -50,6 +82,14 @@ class Trace:
         self.searches += other.searches
         self.turns += other.turns
         self.stages += other.stages
+        for name, counts in other.steps.items():
+            mine = self.step(name)
+            for key, value in counts.items():
+                if key == "reasons":
+                    for reason, n in value.items():
+                        mine["reasons"][reason] = mine["reasons"].get(reason, 0) + n
+                else:
+                    mine[key] += value
         self.lm_calls += other.lm_calls
         self.cached_calls += other.cached_calls
         self.tokens_in += other.tokens_in
@@ -68,6 +108,20 @@ _current: ContextVar[Trace | None] = ContextVar("netcast_trace", default=None)
 
 def current() -> Trace | None:
     return _current.get()
+
+
+def count(step: str, what: str, n: int = 1) -> None:
+    """Count ``what`` for ``step`` in the current trace, if one is recording."""
+    active = _current.get()
+    if active is not None:
+        active.count(step, what, n)
+
+
+def check(step: str, accepted: bool, reason: str = "") -> None:
+    """Record a rule check on ``step``'s output in the current trace, if one is recording."""
+    active = _current.get()
+    if active is not None:
+        active.check(step, accepted, reason)
 
 
 @contextmanager

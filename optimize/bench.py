@@ -3,30 +3,45 @@ with the same model, index and seeds, into one resumable run directory; then the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import dspy
 
+from netcast.data import load_dataset
+from netcast.files import short_hash, slug
+from netcast.models import token_counter
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.optimize.report import write_report
-from netcast.programs import program_names
-from netcast.session import build_program, load, load_dataset, open_retriever
+from netcast.programs import get_program, program_names
+from netcast.session import build_program, load, open_retriever
 
 
 def resolve_programs(spec: str | Sequence[str]) -> list[str]:
+    """Program names from ``"a,b"`` or a list; ``all`` means every registered program.
+    Unknown names are refused before anything runs."""
     names = list(spec) if not isinstance(spec, str) else [p.strip() for p in spec.split(",")]
     if names == ["all"]:
         return program_names()
-    return [n for n in names if n]
+    names = [n for n in names if n]
+    for name in names:
+        get_program(name)
+    return names
+
+
+def bench_dir(settings: dict[str, Any]) -> Path:
+    """The default run directory of a bench: ``runs/bench-<hash of its settings>``."""
+    return Path("runs") / f"bench-{short_hash(settings)}"
 
 
 def run_bench(
-    run_dir: str | Path,
+    run_dir: str | Path | None,
     programs: Sequence[str],
     datasets: Sequence[str],
     *,
+    lm: dspy.BaseLM,
     split: str = "dev",
     limit: int | None = None,
     retriever: str = "bm25",
@@ -35,17 +50,13 @@ def run_bench(
     progress: bool = True,
     max_errors: int = 3,
     info: dict[str, Any] | None = None,
-) -> dict[tuple[str, str], EvalResult]:
-    """Evaluate every program on every dataset into ``run_dir/<dataset>/<program>/``; finished
-    questions are kept and skipped when the same bench is run again."""
-    import json
-
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    model = getattr(dspy.settings.lm, "model", None)
+) -> tuple[Path, dict[tuple[str, str], EvalResult]]:
+    """Evaluate every program on every dataset into ``run_dir/<dataset>/<program>/`` (a dataset
+    given as a path is named by a slug of it); finished questions are kept and skipped when the
+    same bench is run again. Returns the run directory and the results."""
     meta = {
         **(info or {}),
-        "model": model,
+        "model": lm.model,
         "retriever": retriever,
         "split": split,
         "limit": limit,
@@ -53,15 +64,16 @@ def run_bench(
         "datasets": list(datasets),
         "compiled": [str(c) for c in compiled],
     }
+    run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
+    run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "bench.json").write_text(json.dumps(meta, indent=2))
     results = {}
     for dataset in datasets:
         data = load_dataset(dataset, split, limit)
-        index = open_retriever(data, kind=retriever)
-        entries = [(name, build_program(name, index)) for name in programs]
-        entries += [
-            (f"{Path(c).name}", load(c, model=dspy.settings.lm, retriever=index)) for c in compiled
-        ]
+        index = open_retriever(data, kind=retriever, counter=token_counter(lm))
+        entries = [(name, build_program(name, index, lm=lm)) for name in programs]
+        entries += [(Path(c).name, load(c, model=lm, retriever=index)) for c in compiled]
+        folder = slug(Path(dataset).stem if dataset.endswith(".jsonl") else dataset)
         for name, program in entries:
             if progress:
                 print(f"{dataset} / {name}: {len(data.examples)} questions", flush=True)
@@ -70,17 +82,18 @@ def run_bench(
                 "knobs": program.knobs,
                 "dataset": dataset,
                 "split": split,
-                "model": model,
+                "model": lm.model,
                 "retriever": retriever,
             }
-            results[(dataset, name)] = evaluate(
-                program,
-                data.examples,
-                run_dir=run_dir / dataset / name,
-                run_info=run_info,
-                threads=threads,
-                progress=progress,
-                max_errors=max_errors,
-            )
+            with dspy.context(lm=lm):
+                results[(dataset, name)] = evaluate(
+                    program,
+                    data.examples,
+                    run_dir=run_dir / folder / name,
+                    run_info=run_info,
+                    threads=threads,
+                    progress=progress,
+                    max_errors=max_errors,
+                )
     write_report(run_dir)
-    return results
+    return run_dir, results

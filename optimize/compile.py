@@ -10,9 +10,10 @@ import dspy
 from netcast.errors import InputError
 from netcast.optimize import metrics
 from netcast.optimize.evaluate import judge_match
+from netcast.optimize.metrics import ANSWER
 
 OPTIMIZERS = ("bootstrap", "bootstrap-rs", "mipro", "simba", "gepa")
-METRICS = ("em", "f1", "judge")
+METRICS = ANSWER  # the measures a DSPy optimizer can optimize
 
 
 def make_metric(name: str, judge_lm: Any = None) -> Callable:

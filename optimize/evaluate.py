@@ -16,9 +16,6 @@ from netcast.optimize import metrics
 from netcast.optimize.runlog import RunLog
 from netcast.signatures import JudgeAnswer
 
-QUALITY = ("em", "f1", "judge", "recall", "precision", "retrieval_f1", "answer_in_context")
-COST = ("lm_calls", "tokens_in", "tokens_out", "searches", "turns", "seconds")
-
 
 @dataclass
 class EvalResult:
@@ -42,6 +39,7 @@ def score(example: dspy.Example, prediction: dspy.Prediction, judge_lm: Any = No
     answer = str(prediction.answer or "")
     retrieval = metrics.retrieval_prf(prediction.evidence, example.gold_ids)
     trace = prediction.trace
+    steps = trace.get("steps", {}).values()
     return {
         "em": metrics.exact_match(answer, example.answers),
         "f1": metrics.f1_score(answer, example.answers),
@@ -57,6 +55,8 @@ def score(example: dspy.Example, prediction: dspy.Prediction, judge_lm: Any = No
         "searches": len(trace["searches"]),
         "turns": len(trace["turns"]),
         "seconds": trace["seconds"],
+        "parse_failures": sum(s["parse_failures"] for s in steps),
+        "fallbacks": sum(s["fallbacks"] for s in steps),
     }
 
 
@@ -76,10 +76,35 @@ def question_row(example: dspy.Example, prediction: dspy.Prediction, judge_lm: A
 def aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means over questions; a metric that is ``None`` for a question is left out of its mean."""
     result: dict[str, Any] = {"n": len(rows)}
-    for name in (*QUALITY, *COST, "cached_calls"):
+    for name in metrics.BY_NAME:
         values = [r["scores"][name] for r in rows if r["scores"].get(name) is not None]
         result[name] = mean(values) if values else None
+    result.update(step_totals(rows))
     return result
+
+
+def step_totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-step counts summed over questions (``steps``), and the rates that read them: parse
+    failures per 100 step calls, and the share of rule checks a step's outputs passed."""
+    totals: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        for name, counts in (row.get("trace") or {}).get("steps", {}).items():
+            mine = totals.setdefault(name, {"reasons": {}})
+            for key, value in counts.items():
+                if key == "reasons":
+                    for reason, n in value.items():
+                        mine["reasons"][reason] = mine["reasons"].get(reason, 0) + n
+                else:
+                    mine[key] = mine.get(key, 0) + value
+    calls = sum(s.get("calls", 0) for s in totals.values())
+    failures = sum(s.get("parse_failures", 0) for s in totals.values())
+    accepted = sum(s.get("accepted", 0) for s in totals.values())
+    checked = accepted + sum(s.get("rejected", 0) for s in totals.values())
+    return {
+        "steps": totals,
+        "parse_failures_per_100_calls": 100 * failures / calls if calls else None,
+        "acceptance": accepted / checked if checked else None,
+    }
 
 
 def evaluate(

@@ -1,6 +1,8 @@
-"""Answer and retrieval metrics. Answer metrics follow the SQuAD evaluation script
-(normalization: lowercase, strip punctuation and articles, collapse whitespace), taking the
-best score over the gold answers. Retrieval metrics compare document ids."""
+"""Answer and retrieval metrics, and the one table of every per-question measure netcast
+reports (quality and cost): its name, label, kind, direction and format, used by evaluation,
+tuning, reports and the command line. Answer metrics follow the SQuAD evaluation script
+(normalization: lowercase, strip punctuation and articles, collapse whitespace), taking the best
+score over the gold answers. Retrieval metrics compare document ids."""
 
 from __future__ import annotations
 
@@ -8,8 +10,54 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from netcast.corpus import doc_id_of_chunk
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One per-question measure. ``scope``: ``answer`` (a DSPy metric can optimize it),
+    ``retrieval`` (quality of the evidence), ``cost``, or ``protocol`` (how often a step's
+    reply could not be read, or the program went on without it)."""
+
+    name: str
+    label: str
+    scope: Literal["answer", "retrieval", "cost", "protocol"]
+    digits: int = 3
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.scope in ("answer", "retrieval")
+
+    def format(self, value: float | None) -> str:
+        return "-" if value is None else f"{value:.{self.digits}f}"
+
+
+MEASURES: tuple[Measure, ...] = (
+    Measure("em", "EM", "answer"),
+    Measure("f1", "F1", "answer"),
+    Measure("judge", "judge match", "answer"),
+    Measure("recall", "retrieval recall", "retrieval"),
+    Measure("precision", "retrieval precision", "retrieval"),
+    Measure("retrieval_f1", "retrieval F1", "retrieval"),
+    Measure("answer_in_context", "answer in context", "retrieval"),
+    Measure("lm_calls", "LM calls", "cost", 2),
+    Measure("cached_calls", "cached calls", "cost", 2),
+    Measure("tokens_in", "tokens in", "cost", 1),
+    Measure("tokens_out", "tokens out", "cost", 1),
+    Measure("searches", "searches", "cost", 2),
+    Measure("turns", "turns", "cost", 2),
+    Measure("seconds", "seconds", "cost", 2),
+    Measure("parse_failures", "parse failures", "protocol", 2),
+    Measure("fallbacks", "fallbacks", "protocol", 2),
+)
+BY_NAME = {m.name: m for m in MEASURES}
+QUALITY = tuple(m.name for m in MEASURES if m.scope in ("answer", "retrieval"))
+PROTOCOL = tuple(m.name for m in MEASURES if m.scope == "protocol")
+COST = tuple(m.name for m in MEASURES if m.scope == "cost")
+ANSWER = tuple(m.name for m in MEASURES if m.scope == "answer")
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)

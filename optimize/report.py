@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from netcast.errors import InputError
+from netcast.optimize.evaluate import step_totals
+from netcast.optimize.metrics import BY_NAME, COST, QUALITY
 from netcast.pareto import pareto_indices
 
-QUALITY = ("em", "f1", "judge", "recall", "precision")
-COST = ("searches", "turns", "lm_calls", "cached_calls", "tokens_in", "tokens_out", "seconds")
 BASELINE = "basic"
 
 
@@ -91,6 +91,10 @@ def summary_rows(results: Sequence[Results], quality: str = "f1", seed: int = 0)
             values = res.values(metric)
             row[metric] = float(np.mean(values)) if values else None
         row["tokens"] = (row["tokens_in"] or 0) + (row["tokens_out"] or 0)
+        protocol = step_totals(res.rows)
+        row["parse_failures_per_100_calls"] = protocol["parse_failures_per_100_calls"]
+        row["acceptance"] = protocol["acceptance"]
+        row["steps"] = protocol["steps"]
         base = baselines.get(res.dataset)
         row["p_vs_basic"] = None
         if base is not None and base is not res:
@@ -190,19 +194,11 @@ TABLE_COLUMNS = [
     "dataset",
     "program",
     "n",
-    "EM",
-    "F1",
-    "judge",
-    "recall",
-    "precision",
+    *(BY_NAME[m].label for m in QUALITY),
     "p (F1 vs basic)",
-    "searches",
-    "turns",
-    "LM calls",
-    "cached",
-    "tokens in",
-    "tokens out",
-    "s/q",
+    *(BY_NAME[m].label for m in COST),
+    "parse failures /100 calls",
+    "checks passed",
 ]
 
 
@@ -211,20 +207,41 @@ def table_cells(row: dict) -> list[str]:
         row["dataset"],
         row["program"],
         str(row["n"]),
-        _fmt_ci(row["em"]),
-        _fmt_ci(row["f1"]),
-        _fmt_ci(row["judge"]),
-        _fmt_ci(row["recall"]),
-        _fmt_ci(row["precision"]),
+        *(_fmt_ci(row[m]) for m in QUALITY),
         _fmt(row["p_vs_basic"], 3),
-        _fmt(row["searches"]),
-        _fmt(row["turns"]),
-        _fmt(row["lm_calls"]),
-        _fmt(row["cached_calls"]),
-        _fmt(row["tokens_in"], 0),
-        _fmt(row["tokens_out"], 0),
-        _fmt(row["seconds"]),
+        *(BY_NAME[m].format(row[m]) for m in COST),
+        _fmt(row["parse_failures_per_100_calls"], 1),
+        "-" if row["acceptance"] is None else f"{100 * row['acceptance']:.0f}%",
     ]
+
+
+STEP_COLUMNS = ("calls", "parse_failures", "unreadable", "fallbacks", "accepted", "rejected")
+
+
+def step_lines(rows: Sequence[dict]) -> list[str]:
+    """Markdown: each LLM step's calls and outcomes per strategy, summed over questions, with
+    the most frequent rejection reason."""
+    lines = [
+        "## Per-step outcomes",
+        "",
+        "Summed over the questions: `parse_failures` = no usable reply; `unreadable` = a reply "
+        "the first adapter could not read (DSPy then tried JSON); `fallbacks` = the program "
+        "went on without the step's output; `accepted`/`rejected` = rule checks on its output.",
+        "",
+        "| dataset | program | step | " + " | ".join(STEP_COLUMNS) + " | top rejection |",
+        "|" + "|".join("---" for _ in range(len(STEP_COLUMNS) + 4)) + "|",
+    ]
+    for row in rows:
+        for name, counts in sorted(row["steps"].items()):
+            reasons = counts.get("reasons") or {}
+            top = max(reasons, key=reasons.get) if reasons else "-"
+            cells = [str(counts.get(c, 0)) for c in STEP_COLUMNS]
+            lines.append(
+                f"| {row['dataset']} | {row['program']} | {name} | "
+                + " | ".join(cells)
+                + f" | {top} |"
+            )
+    return [*lines, ""]
 
 
 def write_report(run_dir: str | Path, quality: str = "f1", seed: int = 0) -> Path:
@@ -250,7 +267,9 @@ def write_report(run_dir: str | Path, quality: str = "f1", seed: int = 0) -> Pat
         "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|",
     ]
     lines += ["| " + " | ".join(table_cells(r)) + " |" for r in rows]
-    lines += ["", f"![quality vs cost]({png.name})", "", "## Per-question differences vs basic", ""]
+    lines += ["", f"![quality vs cost]({png.name})", ""]
+    lines += step_lines(rows)
+    lines += ["## Per-question differences vs basic", ""]
     for d in diffs:
         lines.append(
             f"- [{d['dataset']}] **{d['winner']}** right on {d['id']}: {d['question']} "

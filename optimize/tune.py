@@ -22,11 +22,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from netcast.errors import InputError
 from netcast.optimize.compile import compile_program
 from netcast.optimize.evaluate import aggregate, evaluate
+from netcast.optimize.metrics import QUALITY
 from netcast.pareto import pareto_indices
 from netcast.programs import get_program
 from netcast.retrievers import Retriever
 
-QUALITY = ("f1", "em", "judge", "recall", "answer_in_context")
 COSTS = {
     "cost": lambda a: a["tokens_in"] + a["tokens_out"],  # tokens per question
     "tokens": lambda a: a["tokens_in"] + a["tokens_out"],
@@ -107,12 +107,15 @@ def run_trial(
     metric: str = "f1",
     chunk: int = 5,
     seed: int = 0,
+    lm: Any = None,
 ) -> list[float]:
+    """One trial: knobs from the program's search space (sized for ``lm``), optionally
+    compiled, scored on the dev set in chunks (reported for pruning)."""
     cls = get_program(program_name)
-    knobs = cls.search_space(trial)
+    knobs = cls.search_space(trial, lm)
     trial.set_user_attr("knobs", knobs)
     trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
-    program = cls(retriever, **knobs)
+    program = cls(retriever, lm=lm, **knobs)
     if compile_each:
         program = compile_program(program, trainset, optimizer=optimizer, metric=metric, seed=seed)
     rows: list[dict[str, Any]] = []
@@ -174,8 +177,22 @@ def knee(front: Sequence[optuna.trial.FrozenTrial]) -> optuna.trial.FrozenTrial:
     return front[max(range(len(front)), key=dist.__getitem__)]
 
 
+def check_pick_rule(rule: str) -> None:
+    """Refuse an unknown ``--pick`` before any trial runs."""
+    if rule in ("best-quality", "knee"):
+        return
+    if rule.startswith("max-quality-under-cost="):
+        try:
+            float(rule.split("=", 1)[1])
+            return
+        except ValueError:
+            pass
+    raise InputError(f"unknown --pick {rule!r}; use best-quality, knee or max-quality-under-cost=X")
+
+
 def pick(study: optuna.Study, rule: str) -> optuna.trial.FrozenTrial:
     """``best-quality``, ``knee`` or ``max-quality-under-cost=X`` among completed trials."""
+    check_pick_rule(rule)
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not done:
         raise InputError(f"study {study.study_name!r} has no completed trial to pick")
@@ -184,10 +201,8 @@ def pick(study: optuna.Study, rule: str) -> optuna.trial.FrozenTrial:
         return by_quality[0]
     if rule == "knee":
         return knee(pareto_front(done))
-    if rule.startswith("max-quality-under-cost="):
-        limit = float(rule.split("=", 1)[1])
-        within = [t for t in by_quality if _quality_cost(t)[1] <= limit]
-        if not within:
-            raise InputError(f"no completed trial costs <= {limit}")
-        return within[0]
-    raise InputError(f"unknown --pick {rule!r}; use best-quality, knee or max-quality-under-cost=X")
+    limit = float(rule.split("=", 1)[1])  # max-quality-under-cost=X
+    within = [t for t in by_quality if _quality_cost(t)[1] <= limit]
+    if not within:
+        raise InputError(f"no completed trial costs <= {limit}")
+    return within[0]

@@ -1,4 +1,6 @@
-"""Strategies: one ``dspy.Module`` per paper's method, registered by name."""
+"""Strategies: one package per paper's method (``netcast.programs.<strategy>``: its program, its
+own Signatures and its private rules), registered by name; parts shared by several strategies
+in ``netcast.programs.shared``."""
 
 from netcast.programs.base import NetcastProgram
 from netcast.programs.basic import BasicRAG

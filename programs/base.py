@@ -1,5 +1,6 @@
-"""The common base of every strategy: an injected retriever, knobs with the papers' defaults,
-a declared Optuna search space, and a trace on every prediction."""
+"""The common base of every strategy: an injected retriever, typed knobs with the papers'
+defaults and their Optuna ranges, and a trace on every prediction (searches, turns, and every
+LM call counted through DSPy's callbacks, whatever the LM class)."""
 
 from __future__ import annotations
 
@@ -11,31 +12,41 @@ import dspy
 
 from netcast import trace
 from netcast.corpus import format_passage
+from netcast.models import usage
+from netcast.models.factory import context_window, make_lm
+from netcast.programs import knobs as knobs_mod
+from netcast.programs.shared.search import SearchSession
 from netcast.retrievers.base import Hit, Retriever
 
 
 class NetcastProgram(dspy.Module):
-    """Subclasses set ``name``, declare their knobs in ``defaults`` (constructor keyword
-    arguments) and ``search_space``, and implement ``forward(question)`` returning a
-    ``dspy.Prediction`` with ``answer``, ``evidence`` (chunk ids) and ``context``."""
+    """Subclasses set ``name``, declare their knobs as a typed ``Knobs`` model (defaults = the
+    papers' settings, with Optuna ranges), and implement ``forward(question)`` returning a
+    ``dspy.Prediction`` with ``answer``, ``evidence`` (chunk ids) and ``context``.
+
+    ``lm`` is the model the program is built for. It only sizes data-level defaults (a token
+    budget of ``None`` is a quarter of its context window; with no ``lm``, the embedded model's
+    window); it does not bind the program to it: ``program.set_lm(lm)`` does that (DSPy's own
+    mechanism; ``netcast.load`` returns programs bound to their model).
+    """
 
     name: ClassVar[str] = ""
-    defaults: ClassVar[dict[str, Any]] = {}
+    Knobs: ClassVar[type[knobs_mod.Knobs]] = knobs_mod.Knobs
 
-    def __init__(self, retriever: Retriever | None = None, **knobs: Any):
+    def __init__(self, retriever: Retriever | None = None, *, lm: Any = None, **knobs: Any):
         super().__init__()
-        unknown = set(knobs) - set(self.defaults)
-        if unknown:
-            raise TypeError(
-                f"{self.name}: unknown knob(s) {sorted(unknown)}; knobs are {sorted(self.defaults)}"
-            )
+        self.knobs = knobs_mod.validate(self.name, self.Knobs, knobs)
         self.retriever = retriever
-        self.knobs = {**self.defaults, **knobs}
+        self.context_window = context_window(lm)
 
     @classmethod
-    def search_space(cls, trial) -> dict[str, Any]:
-        """Knob values suggested by an Optuna ``trial``."""
-        return {}
+    def knob_defaults(cls) -> dict[str, Any]:
+        return knobs_mod.defaults(cls.Knobs)
+
+    @classmethod
+    def search_space(cls, trial, lm: Any = None) -> dict[str, Any]:
+        """Knob values suggested by an Optuna ``trial`` (ranges sized for ``lm``)."""
+        return knobs_mod.search_space(cls.Knobs, trial, context_window(lm))
 
     def search(self, query: str, k: int, exclude: Collection[str] = ()) -> list[Hit]:
         """Retrieve and record the search in the trace."""
@@ -56,8 +67,6 @@ class NetcastProgram(dspy.Module):
     def search_session(self, question: str, contextualizer: dspy.Module | None = None):
         """A per-question search step with the de-duplication and contextualization modules
         switched on by the ``dedup`` / ``contextualize`` knobs (when the program has them)."""
-        from netcast.search_steps import SearchSession
-
         use_memory = bool(self.knobs.get("contextualize")) and contextualizer is not None
         return SearchSession(
             self.search,
@@ -74,13 +83,11 @@ class NetcastProgram(dspy.Module):
         if not name:
             return None
         if getattr(self, "_aux", None) is None or self._aux.model != name:
-            from netcast.lm import make_lm
-
             self._aux = make_lm(name)
         return self._aux
 
     def __call__(self, *args: Any, **kwargs: Any) -> dspy.Prediction:
-        with trace.recording() as recorded:
+        with trace.recording() as recorded, usage.counting(self):
             prediction = super().__call__(*args, **kwargs)
         prediction.trace = recorded.to_dict()
         return prediction

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Tests run offline: litellm (imported with DSPy) would otherwise fetch its price list and retry.
+# Importing netcast itself sets nothing (tests/core/test_import.py); its command line does.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy
 import pytest
 
 from helpers import DOCS, ScriptedEngine, WordCounter
 from netcast.corpus import Corpus
-from netcast.lm import TracedLM, use_netcast_cache
+from netcast.models.factory import use_netcast_cache
+from netcast.models.tokens import ApproxTokenCounter
 from netcast.retrievers.bm25 import BM25Retriever
-from netcast.tokens import ApproxTokenCounter
 
 
 @pytest.fixture(autouse=True)
@@ -23,20 +28,21 @@ def netcast_home(tmp_path_factory, monkeypatch) -> Path:
     home = tmp_path_factory.mktemp("netcast_home")
     monkeypatch.setenv("NETCAST_HOME", str(home))
     monkeypatch.setenv("NETCAST_MODELS_DIR", str(models))
-    from netcast import lm as lm_module
+    from netcast.models import factory
 
-    monkeypatch.setitem(lm_module._state, "cache_dir", None)
+    monkeypatch.setitem(factory._cache_state, "dir", None)
     return home
 
 
 @pytest.fixture
 def scripted_lm():
-    """``scripted_lm(script, cache=False)`` -> (TracedLM, engine), configured as DSPy's LM."""
+    """``scripted_lm(script, cache=False)`` -> (plain ``dspy.LM``, engine), configured as
+    DSPy's LM. Its calls are counted inside a program call (``NetcastProgram.__call__``)."""
 
     def make(script, cache: bool = False):
         use_netcast_cache()  # this test's own, empty DSPy cache
         engine = ScriptedEngine(script)
-        lm = TracedLM("scripted/fake", engine=engine, cache=cache, num_retries=0)
+        lm = dspy.LM("scripted/fake", engine=engine, cache=cache, num_retries=0)
         dspy.configure(lm=lm, adapter=dspy.ChatAdapter())
         return lm, engine
 

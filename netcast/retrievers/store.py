@@ -8,13 +8,12 @@ Nothing in it is pickled.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from netcast.corpus import Corpus
 from netcast.errors import InputError
+from netcast.files import atomic_directory
 from netcast.retrievers.base import Retriever
 from netcast.retrievers.bm25 import BM25Retriever
 from netcast.retrievers.dense import EMBEDDING_MODEL, DenseRetriever
@@ -41,9 +40,7 @@ def _parts(retriever: Retriever) -> list[Any]:
 def save_index(retriever: Retriever, directory: str | Path, **info: Any) -> Path:
     """Write the index directory atomically (a temporary sibling, then a rename)."""
     directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with atomic_directory(directory) as tmp:
         retriever.corpus.save(tmp / "chunks.jsonl")
         for part in _parts(retriever):
             part.save(tmp)
@@ -57,13 +54,7 @@ def save_index(retriever: Retriever, directory: str | Path, **info: Any) -> Path
             **info,
         }
         (tmp / "index.json").write_text(json.dumps(meta, indent=2))
-        if directory.exists():
-            shutil.rmtree(directory)
-        tmp.rename(directory)
-        retriever.location = str(directory.resolve())
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    retriever.location = str(directory.resolve())
     return directory
 
 

@@ -84,3 +84,70 @@ def test_dataset_without_passages_needs_a_corpus(tmp_path):
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"title": "Ann", "text": "Ann did it."}) + "\n")
     assert len(load_dataset(str(path), "all", corpus=docs).documents) == 1
+
+
+def hub_record(rid, question, supporting, other):
+    return {
+        "id": rid,
+        "question": question,
+        "answers": ["x"],
+        "paragraphs": [
+            {"title": supporting[0], "text": supporting[1], "is_supporting": True},
+            {"title": other[0], "text": other[1], "is_supporting": False},
+        ],
+    }
+
+
+HUB_SPLITS = {
+    "train": [
+        hub_record("t1", "Where is Alpha?", ("Alpha", "Alpha lies north."), ("Beta", "Beta is a.")),
+        hub_record("t2", "Where is Gamma?", ("Gamma", "Gamma lies east."), ("Beta", "Beta is a.")),
+    ],
+    "dev": [
+        hub_record("d1", "Where is Delta?", ("Delta", "Delta lies south."), ("Alpha", "Alpha.")),
+    ],
+}
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    """A hub benchmark whose splits hold different records (no network)."""
+    calls = []
+
+    def load_hub_records(name, split, limit=None):
+        calls.append((name, split, limit))
+        return HUB_SPLITS[split][:limit] if limit else list(HUB_SPLITS[split])
+
+    monkeypatch.setattr("netcast.data.registry.load_hub_records", load_hub_records)
+    return calls
+
+
+def test_every_split_of_a_hub_dataset_searches_one_corpus(fake_hub, word_counter):
+    from netcast.session import open_retriever
+
+    train = load_dataset("hotpotqa", "train", limit=1)
+    dev = load_dataset("hotpotqa", "dev", limit=1)
+    assert [e.id for e in train.examples] == ["t1"] and [e.id for e in dev.examples] == ["d1"]
+    titles = {d.title for d in train.documents}
+    assert titles == {"Alpha", "Beta", "Gamma", "Delta"}  # train and dev pooled, in full
+    assert [d.id for d in train.documents] == [d.id for d in dev.documents]
+    assert train.corpus_name == dev.corpus_name == "hotpotqa"
+    index = open_retriever(train, counter=word_counter)
+    indexed = {chunk.doc_id for chunk in index.corpus}
+    assert dev.examples[0].gold_ids and set(dev.examples[0].gold_ids) <= indexed
+    assert open_retriever(dev, counter=word_counter).corpus.content_hash() == (
+        index.corpus.content_hash()
+    )
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_limit_below_one_is_refused(limit):
+    message = f"limit must be a positive number of questions, got {limit}"
+    with pytest.raises(InputError, match=message):
+        load_dataset("hotpotqa-sample", "dev", limit=limit)
+
+
+def test_a_directory_is_refused_as_a_dataset(tmp_path):
+    with pytest.raises(InputError) as err:
+        load_dataset(str(tmp_path), "all")
+    assert "is a directory" in str(err.value) and "\n" not in str(err.value)

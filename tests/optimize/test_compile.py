@@ -5,9 +5,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import dspy
 import pytest
 
-from helpers import last_question
+from helpers import ScriptedEngine, last_question
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.errors import InputError
 from netcast.optimize.compile import compile_program, make_optimizer
@@ -83,9 +84,8 @@ def test_compile_save_load_in_a_fresh_process_gives_identical_predictions(
         import json, dspy
         from helpers import last_question, ScriptedEngine
         import netcast
-        from netcast.lm import TracedLM
         {textwrap.indent(SCRIPT, "        ").strip()}
-        lm = TracedLM("scripted/fake", engine=ScriptedEngine(answer), cache=False)
+        lm = dspy.LM("scripted/fake", engine=ScriptedEngine(answer), cache=False)
         program = netcast.load({str(result.artifact)!r}, model=lm)
         print(json.dumps([program(question=q).answer for q in {questions!r}]))
     """)
@@ -156,6 +156,30 @@ def test_bad_artifacts_get_clear_errors(tmp_path, bm25, scripted_lm):
     (art / "program.json").unlink()
     with pytest.raises(InputError, match="missing program.json"):
         read_artifact(art)
+
+
+def test_load_binds_each_program_to_its_own_lm_and_leaves_dspy_settings_alone(
+    tmp_path, bm25, scripted_lm
+):
+    scripted_lm(answer)  # this test's own DSPy cache
+    dspy.configure(lm=None)
+    art = make_artifact(tmp_path, bm25)
+    engines = [ScriptedEngine(lambda p, n=n: {"answer": n}) for n in ("first", "second")]
+    lms = [
+        dspy.LM(f"scripted/{n}", engine=e, cache=False, num_retries=0)
+        for n, e in zip(("first", "second"), engines, strict=True)
+    ]
+    one = load(art, model=lms[0], retriever=bm25)
+    two = load(art, model=lms[1], retriever=bm25)
+    assert dspy.settings.lm is None  # nothing was configured globally
+    assert all(p.lm is lms[0] for p in one.predictors())
+    assert all(p.lm is lms[1] for p in two.predictors())
+    first, second = one(question="Paris?"), two(question="Paris?")
+    assert (first.answer, second.answer) == ("first", "second")
+    assert [len(e.prompts) for e in engines] == [1, 1]
+    assert first.trace["lm_calls"] == second.trace["lm_calls"] == 1  # counted for a plain LM
+    with dspy.context(lm=lms[1]):  # a loaded program keeps its model inside another context
+        assert one(question="Paris?").answer == "first"
 
 
 def test_index_hash_mismatch_is_refused(tmp_path, bm25, scripted_lm):

@@ -144,11 +144,9 @@ def test_too_many_failures_stop_the_run_and_keep_what_finished(
 
 
 def test_judge_scores_with_its_own_model_outside_the_program_cost(scripted_lm, bm25, last_question):
-    from netcast.lm import TracedLM
-
     scripted_lm(answer_by_question(last_question))
     judge_engine = ScriptedEngine(lambda prompt: {"match": "Paris" in prompt})
-    judge = TracedLM("scripted/judge", engine=judge_engine, cache=False)
+    judge = dspy.LM("scripted/judge", engine=judge_engine, cache=False, num_retries=0)
     result = evaluate(BasicRAG(bm25), examples()[:2], judge_lm=judge, progress=False)
     assert [r["scores"]["judge"] for r in result.rows] == [1.0, 0.0]
     assert len(judge_engine.prompts) == 2
@@ -161,3 +159,31 @@ def test_parallel_threads_give_the_same_rows(scripted_lm, bm25, last_question):
     two = evaluate(BasicRAG(bm25), examples(), threads=2, progress=False)
     strip = [{k: v for k, v in r["scores"].items() if k != "seconds"} for r in one.rows]
     assert strip == [{k: v for k, v in r["scores"].items() if k != "seconds"} for r in two.rows]
+
+
+def test_run_evaluation_runs_with_the_lm_it_is_given_and_resumes(scripted_lm, tmp_path):
+    from netcast.optimize.workflow import run_evaluation
+
+    lm, engine = scripted_lm(lambda prompt: {"answer": "Paris"})
+    dspy.configure(lm=None)  # the workflow needs no global LM
+    path = tmp_path / "qa.jsonl"
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Where is monument {i}?",
+            "answers": ["Paris"],
+            "paragraphs": [{"title": f"M{i}", "text": f"Monument {i} is in Paris."}],
+        }
+        for i in range(3)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    args = {"split": "all", "knobs": {"top_k": 1}, "run_dir": tmp_path / "run", "progress": False}
+    result = run_evaluation("basic", str(path), lm, **args)
+    assert result.aggregate["n"] == 3 and result.aggregate["em"] == 1.0
+    assert len(engine.prompts) == 3 and dspy.settings.lm is None
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["model"] == "scripted/fake" and info["knobs"]["top_k"] == 1
+    again = run_evaluation("basic", str(path), lm, **args)
+    assert again.aggregate["n"] == 3 and len(engine.prompts) == 3  # resumed: nothing re-run
+    with pytest.raises(InputError, match="basic: knob 'top_k' = 'x'"):
+        run_evaluation("basic", str(path), lm, **{**args, "knobs": {"top_k": "x"}})

@@ -34,3 +34,28 @@ def test_answer_in_context_matches_whole_normalized_words():
     assert metrics.answer_in_context(passages, ["Ohio", "Michigan"]) == 1.0
     assert metrics.answer_in_context(["Michiganders"], ["Michigan"]) == 0.0
     assert metrics.answer_in_context(passages, ["."]) == 0.0
+
+
+def test_one_table_names_every_measure_evaluation_scores():
+    import dspy
+
+    from netcast.optimize.evaluate import score
+    from netcast.trace import Trace
+
+    names = [m.name for m in metrics.MEASURES]
+    assert len(set(names)) == len(names) and list(metrics.BY_NAME) == names
+    scopes = {m.scope for m in metrics.MEASURES}
+    assert {"answer", "retrieval", "cost"} <= scopes
+    quality = {m.name for m in metrics.MEASURES if m.scope in ("answer", "retrieval")}
+    assert set(metrics.QUALITY) == quality
+    assert set(metrics.COST) == {m.name for m in metrics.MEASURES if m.scope == "cost"}
+    assert not set(metrics.QUALITY) & set(metrics.COST)
+    assert set(metrics.ANSWER) == {"em", "f1", "judge"} <= set(metrics.QUALITY)
+    f1, calls = metrics.BY_NAME["f1"], metrics.BY_NAME["lm_calls"]
+    assert f1.higher_is_better and not calls.higher_is_better
+    assert f1.format(0.5) == "0.500" and f1.format(None) == "-"
+    example = dspy.Example(question="q", answers=["Paris"], gold_ids=["paris"])
+    prediction = dspy.Prediction(
+        answer="Paris", evidence=["paris#0"], context=["Paris: Paris."], trace=Trace().to_dict()
+    )
+    assert set(score(example, prediction)) == set(names)

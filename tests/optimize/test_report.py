@@ -112,15 +112,20 @@ def test_bench_resumes_without_repeating_finished_questions(scripted_lm, tmp_pat
 
     def flaky(prompt):
         calls["n"] += 1
-        if calls["n"] == 7:  # the endpoint fails once, on the second program's 2nd question
+        # basic: 3 calls; iterative: 4 a question (a forced first search, its chunk_delete,
+        # a decision to answer, the answer): the endpoint fails once, in its 2nd question
+        if calls["n"] == 9:
             raise ConnectionError("endpoint went away")
+        if "[[ ## retrieved ## ]]" in prompt:
+            return {"delete_ids": []}
         if "[[ ## history ## ]]" in prompt:
-            return {"reasoning": "r", "action": "answer", "query": "", "delete_ids": []}
+            return {"reasoning": "r", "action": "answer", "query": ""}
         return {"answer": "x"}
 
-    _, engine = scripted_lm(flaky)
-    kwargs = {"split": "dev", "limit": 3, "progress": False, "max_errors": 0}
-    run_bench(tmp_path, ["basic", "iterative"], ["musique-sample"], **kwargs)
+    lm, engine = scripted_lm(flaky)
+    kwargs = {"lm": lm, "split": "dev", "limit": 3, "progress": False, "max_errors": 0}
+    run_dir, _ = run_bench(tmp_path, ["basic", "iterative"], ["musique-sample"], **kwargs)
+    assert run_dir == tmp_path
 
     def finished(program):
         path = tmp_path / "musique-sample" / program / "predictions.jsonl"
@@ -130,7 +135,8 @@ def test_bench_resumes_without_repeating_finished_questions(scripted_lm, tmp_pat
     iterative_before = finished("iterative")
     prompts_before = len(engine.prompts)
 
-    results = run_bench(tmp_path, ["basic", "iterative"], ["musique-sample"], **kwargs)
+    _, results = run_bench(tmp_path, ["basic", "iterative"], ["musique-sample"], **kwargs)
+    assert set(results) == {("musique-sample", "basic"), ("musique-sample", "iterative")}
     assert all(r.aggregate["n"] == 3 for r in results.values())
     questions = {ex.question for ex in load_dataset("musique-sample", "dev", 3).examples}
     asked_again = {last_question(p) for p in engine.prompts[prompts_before:]}

@@ -22,7 +22,6 @@ WORKER = """
 import sys, time, dspy
 from helpers import DOCS, ScriptedEngine, WordCounter, last_question
 from netcast.corpus import Corpus
-from netcast.lm import TracedLM
 from netcast.optimize import tune as tuning
 from netcast.retrievers.bm25 import BM25Retriever
 
@@ -30,7 +29,8 @@ def slow_answer(prompt):
     time.sleep(float(sys.argv[3]))
     return {"reasoning": "It says so.", "answer": "Paris"}
 
-dspy.configure(lm=TracedLM("scripted/fake", engine=ScriptedEngine(slow_answer), cache=False))
+engine = ScriptedEngine(slow_answer)
+dspy.configure(lm=dspy.LM("scripted/fake", engine=engine, cache=False, num_retries=0))
 retriever = BM25Retriever(Corpus.from_documents(DOCS, WordCounter()))
 dev = [dspy.Example(id=f"q{i}", question=f"capital {i} of France?", answers=["Paris"],
                     gold_ids=["paris"]).with_inputs("question") for i in range(4)]
@@ -165,6 +165,14 @@ def test_pareto_front_knee_and_pick_rules():
         tuning.pick(study, "max-quality-under-cost=50")
     with pytest.raises(InputError, match="unknown --pick"):
         tuning.pick(study, "fastest")
+
+
+def test_pick_rules_are_checked_before_any_trial_runs():
+    for rule in ("best-quality", "knee", "max-quality-under-cost=1.5"):
+        tuning.check_pick_rule(rule)
+    for rule in ("fastest", "max-quality-under-cost=cheap", "max-quality-under-cost="):
+        with pytest.raises(InputError, match="unknown --pick"):
+            tuning.check_pick_rule(rule)
 
 
 def test_objectives_are_checked():

@@ -1,0 +1,5 @@
+"""``python -m netcast``: the command line."""
+
+from netcast.cli import main
+
+main()

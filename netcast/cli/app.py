@@ -1,0 +1,437 @@
+"""The ``netcast`` command line: options in, a workflow function called, results rendered.
+Every user-input error ends in one line on stderr and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from netcast.cli.render import console, err_console, results_table, score_table, study_table
+from netcast.errors import NetcastError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+ModelOpt = Annotated[
+    Optional[str],  # noqa: UP045  (typer needs Optional here)
+    typer.Option(
+        "--model",
+        help="an embedded model (embedded, embedded-1.5b) or a litellm "
+        "model string; default: embedded",
+    ),
+]
+RetrieverOpt = Annotated[str, typer.Option("--retriever", help="bm25 | dense | hybrid")]
+IndexOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--index",
+        help="a saved index directory (netcast index); default: built "
+        "from the dataset's corpus and cached",
+    ),
+]
+KnobOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option("--set", help="program knob, key=value (repeatable), e.g. --set top_k=3"),
+]
+LimitOpt = Annotated[Optional[int], typer.Option(help="first N questions")]  # noqa: UP045
+
+
+def main() -> None:
+    """The ``netcast`` entry point (also ``python -m netcast``)."""
+    from netcast.env import apply_cli_defaults
+
+    apply_cli_defaults()
+    app()
+
+
+def _fail(message: str) -> None:
+    from rich.markup import escape
+
+    err_console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _lm(model: str | None, api_base: str | None = None, retries: int | None = None):
+    from netcast.models import make_lm
+
+    kwargs: dict[str, Any] = {}
+    if api_base:
+        kwargs["api_base"] = api_base
+    if retries is not None:
+        kwargs["num_retries"] = retries
+    return make_lm(model, **kwargs)
+
+
+def _knobs(pairs: list[str] | None, program: str) -> dict[str, Any]:
+    """``--set`` pairs, checked against the program's knobs before anything runs."""
+    from netcast.programs import get_program
+    from netcast.programs.knobs import parse_pairs, validate
+
+    knobs = parse_pairs(pairs or [])
+    cls = get_program(program)
+    validate(program, cls.Knobs, knobs)
+    return knobs
+
+
+@app.command()
+def evaluate(
+    program: Annotated[str, typer.Option(help="strategy name (netcast list)")] = "basic",
+    dataset: Annotated[str, typer.Option(help="dataset name or a .jsonl file")] = "hotpotqa-sample",
+    split: Annotated[str, typer.Option(help="train | dev | all")] = "dev",
+    limit: LimitOpt = None,
+    model: ModelOpt = None,
+    retriever: RetrieverOpt = "bm25",
+    index: IndexOpt = None,
+    corpus: Annotated[
+        Optional[Path], typer.Option(help="documents JSONL for datasets without passages")  # noqa: UP045
+    ] = None,
+    knob: KnobOpt = None,
+    threads: Annotated[int, typer.Option(help="parallel questions")] = 1,
+    judge: Annotated[bool, typer.Option(help="also score answers with an LLM judge")] = False,
+    judge_model: Annotated[
+        Optional[str], typer.Option(help="judge model (default: --model)")  # noqa: UP045
+    ] = None,
+    run_dir: Annotated[
+        Optional[Path], typer.Option(help="where results go (default: runs/<run name>)")  # noqa: UP045
+    ] = None,
+    api_base: Annotated[Optional[str], typer.Option(help="model endpoint URL")] = None,  # noqa: UP045
+    retries: Annotated[
+        Optional[int], typer.Option(help="retries per model call")  # noqa: UP045
+    ] = None,
+    max_errors: Annotated[int, typer.Option(help="failed questions tolerated")] = 3,
+) -> None:
+    """Run a program on a dataset split; print quality and cost; save per-question results."""
+    from netcast.models import make_lm
+    from netcast.optimize.workflow import run_evaluation
+
+    try:
+        knobs = _knobs(knob, program)
+        lm = _lm(model, api_base, retries)
+        judge_lm = (make_lm(judge_model) if judge_model else lm) if judge else None
+        result = run_evaluation(
+            program,
+            dataset,
+            lm,
+            split=split,
+            limit=limit,
+            retriever=retriever,
+            index=index,
+            corpus=corpus,
+            knobs=knobs,
+            threads=threads,
+            judge_lm=judge_lm,
+            run_dir=run_dir,
+            max_errors=max_errors,
+        )
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(
+        results_table(f"{program} on {dataset}/{split} with {lm.model}", result.aggregate)
+    )
+    console.print(f"per-question results: {result.run_dir}/predictions.jsonl", soft_wrap=True)
+    if result.errors:
+        first_id, first = next(iter(result.errors.items()))
+        err_console.print(
+            f"[red]{len(result.errors)} question(s) failed[/red] (first, {first_id}: {first}).\n"
+            f"{result.aggregate['n']} finished question(s) are saved in {result.run_dir}; run "
+            "the same command again to resume.",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+
+
+@app.command()
+def index(
+    out: Annotated[Path, typer.Option(help="index directory to write")],
+    dataset: Annotated[
+        Optional[str], typer.Option(help="index this dataset's pooled passages")  # noqa: UP045
+    ] = None,
+    corpus: Annotated[
+        Optional[Path], typer.Option(help="documents JSONL: title, text, meta")  # noqa: UP045
+    ] = None,
+    retriever: RetrieverOpt = "bm25",
+    chunking: Annotated[str, typer.Option(help="paragraph | window")] = "paragraph",
+    window: Annotated[int, typer.Option(help="window size in tokens")] = 200,
+    overlap: Annotated[int, typer.Option(help="window overlap in tokens")] = 40,
+    model: ModelOpt = None,
+) -> None:
+    """Chunk documents, build a BM25, dense or hybrid index and save it."""
+    from netcast.data import load_corpus
+    from netcast.indexing import build_index
+    from netcast.models import token_counter
+
+    try:
+        if (dataset is None) == (corpus is None):
+            raise NetcastError("give exactly one of --dataset or --corpus")
+        _, docs = load_corpus(dataset or "", corpus)
+        counter = token_counter(_lm(model) if model else None)
+        settings = {"mode": chunking, "window": window, "overlap": overlap}
+        built = build_index(docs, counter, retriever, out, settings, source=str(corpus or dataset))
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(
+        f"{built.kind} index of {len(built.corpus)} chunks ({len(docs)} documents, "
+        f"tokens by {counter.name}) -> {out}"
+    )
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="the question")],
+    program: Annotated[str, typer.Option(help="strategy name")] = "basic",
+    dataset: Annotated[str, typer.Option(help="whose corpus to search")] = "hotpotqa-sample",
+    model: ModelOpt = None,
+    retriever: RetrieverOpt = "bm25",
+    index: IndexOpt = None,
+    knob: KnobOpt = None,
+) -> None:
+    """Answer one question and show the evidence and the trace."""
+    import dspy
+
+    from netcast.data import QADataset, load_corpus
+    from netcast.models import token_counter
+    from netcast.session import build_program, open_retriever
+
+    try:
+        knobs = _knobs(knob, program)
+        lm = _lm(model)
+        data = None
+        if index is None:
+            corpus_name, docs = load_corpus(dataset)
+            data = QADataset(dataset, "all", [], docs, corpus_name)
+        prog = build_program(
+            program, open_retriever(data, index, retriever, token_counter(lm)), knobs, lm=lm
+        )
+        with dspy.context(lm=lm):
+            prediction = prog(question=question)
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(f"[bold]answer:[/bold] {prediction.answer}")
+    for chunk_id, passage in zip(prediction.evidence, prediction.context, strict=False):
+        console.print(f"  [dim]{chunk_id}[/dim] {passage[:110]}", markup=False)
+    t = prediction.trace
+    console.print(
+        f"[dim]{t['lm_calls']} LM call(s), {t['tokens_in']} tokens in, {t['tokens_out']} out, "
+        f"{len(t['searches'])} search(es), {t['seconds']:.2f} s[/dim]"
+    )
+
+
+@app.command("list")
+def list_things() -> None:
+    """List the programs (with their knobs' defaults) and the datasets netcast knows."""
+    from netcast.data import dataset_names
+    from netcast.programs import PROGRAMS
+
+    for name, cls in sorted(PROGRAMS.items()):
+        console.print(f"program  {name:12s} knobs {cls.knob_defaults()}", markup=False)
+    for name in dataset_names():
+        console.print(f"dataset  {name}")
+
+
+@app.command("compile")
+def compile_cmd(
+    out: Annotated[Path, typer.Option(help="artifact directory to write")],
+    program: Annotated[str, typer.Option(help="strategy name")] = "basic",
+    dataset: Annotated[str, typer.Option(help="dataset name or .jsonl")] = "hotpotqa-sample",
+    train_split: Annotated[str, typer.Option(help="split to compile on")] = "train",
+    dev_split: Annotated[str, typer.Option(help="split to score on")] = "dev",
+    train_limit: Annotated[Optional[int], typer.Option(help="first N train questions")] = 20,  # noqa: UP045
+    dev_limit: Annotated[Optional[int], typer.Option(help="first N dev questions")] = 20,  # noqa: UP045
+    optimizer: Annotated[
+        str, typer.Option(help="bootstrap | bootstrap-rs | mipro | simba | gepa")
+    ] = "bootstrap",
+    metric: Annotated[str, typer.Option(help="em | f1 | judge")] = "f1",
+    model: ModelOpt = None,
+    teacher_model: Annotated[
+        Optional[str], typer.Option(help="teacher / proposal model (default: --model)")  # noqa: UP045
+    ] = None,
+    retriever: RetrieverOpt = "bm25",
+    knob: KnobOpt = None,
+    seed: Annotated[int, typer.Option(help="optimizer seed")] = 0,
+    threads: Annotated[int, typer.Option(help="parallel questions")] = 1,
+    from_dir: Annotated[
+        Optional[Path], typer.Option("--from", help="recompile this artifact's recipe")  # noqa: UP045
+    ] = None,
+    retune: Annotated[bool, typer.Option(help="with --from: re-tune knobs first")] = False,
+    trials: Annotated[int, typer.Option(help="with --retune: tuning trials")] = 6,
+) -> None:
+    """Compile a program's prompts on a training split and save an artifact (or, with --from,
+    recompile an artifact's recipe with another model)."""
+    from netcast.optimize.compile import METRICS, OPTIMIZERS
+    from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
+
+    try:
+        if from_dir is not None:
+            lm = _lm(model)
+            knobs = retune_knobs(from_dir, lm, trials) if retune else None
+            result, old = recompile(from_dir, model, out, knobs=knobs, threads=threads, lm=lm)
+            columns = {f"{from_dir} (old)": old.get("after"), f"{out} (new model)": result.after}
+        else:
+            if optimizer not in OPTIMIZERS:
+                raise NetcastError(
+                    f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}"
+                )
+            if metric not in METRICS:
+                raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+            recipe = make_recipe(
+                program=program,
+                knobs=_knobs(knob, program),
+                dataset=dataset,
+                train_split=train_split,
+                dev_split=dev_split,
+                train_limit=train_limit,
+                dev_limit=dev_limit,
+                optimizer=optimizer,
+                metric=metric,
+                model=model,
+                teacher_model=teacher_model,
+                retriever=retriever,
+                seed=seed,
+            )
+            result = compile_recipe(recipe, out, threads=threads, reload=True)
+            columns = {
+                "uncompiled": result.before,
+                "compiled": result.after,
+                "loaded from artifact": result.reloaded,
+            }
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(score_table(columns))
+    console.print(f"compiled in {result.seconds:.1f} s -> {result.artifact}", soft_wrap=True)
+
+
+@app.command()
+def tune(
+    program: Annotated[str, typer.Option(help="strategy name")] = "basic",
+    dataset: Annotated[str, typer.Option(help="dataset name or .jsonl")] = "hotpotqa-sample",
+    trials: Annotated[int, typer.Option(help="finished trials the study should hold")] = 6,
+    objectives: Annotated[
+        str, typer.Option(help="quality[,cost]: f1,cost | f1,calls | em")
+    ] = "f1,cost",
+    compile_each: Annotated[bool, typer.Option(help="compile every trial's program")] = False,
+    optimizer: Annotated[str, typer.Option(help="with --compile-each")] = "bootstrap",
+    train_split: Annotated[str, typer.Option()] = "train",
+    dev_split: Annotated[str, typer.Option()] = "dev",
+    train_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
+    dev_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
+    model: ModelOpt = None,
+    retriever: RetrieverOpt = "bm25",
+    storage: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help="Optuna storage URL (default sqlite:///runs/tune.db); "
+            "postgresql://... lets several workers share one study"
+        ),
+    ] = None,
+    study: Annotated[Optional[str], typer.Option(help="study name")] = None,  # noqa: UP045
+    pick_rule: Annotated[
+        str, typer.Option("--pick", help="best-quality | knee | max-quality-under-cost=X")
+    ] = "knee",
+    out: Annotated[
+        Optional[Path], typer.Option(help="export the picked trial as an artifact")  # noqa: UP045
+    ] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    heartbeat: Annotated[int, typer.Option(help="seconds; stale trials are retried")] = 30,
+) -> None:
+    """Tune a program's knobs with Optuna (quality vs cost); resumable; distributable."""
+    from netcast.optimize.workflow import run_tuning
+    from netcast.programs import get_program
+
+    try:
+        get_program(program)
+        result = run_tuning(
+            program,
+            dataset,
+            _lm(model),
+            trials=trials,
+            objectives=objectives,
+            compile_each=compile_each,
+            optimizer=optimizer,
+            train_split=train_split,
+            dev_split=dev_split,
+            train_limit=train_limit,
+            dev_limit=dev_limit,
+            retriever=retriever,
+            storage=storage,
+            study=study,
+            pick_rule=pick_rule,
+            out=out,
+            seed=seed,
+            heartbeat=heartbeat,
+        )
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(study_table(result))
+    if result.artifact is not None:
+        console.print(
+            f"trial {result.chosen.number} ({pick_rule}) -> {result.artifact}", soft_wrap=True
+        )
+
+
+@app.command()
+def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")]) -> None:
+    """Show an artifact's recipe, scores and lineage."""
+    from netcast.artifacts import read_artifact
+    from netcast.cli.render import artifact_table
+
+    try:
+        recipe, scores, meta = read_artifact(directory)
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(artifact_table(str(directory), recipe, meta))
+    console.print(score_table({"before": scores.get("before"), "after": scores.get("after")}))
+
+
+@app.command()
+def bench(
+    programs: Annotated[str, typer.Option(help="comma-separated strategies, or all")] = "all",
+    datasets: Annotated[
+        str, typer.Option(help="comma-separated dataset names or .jsonl files")
+    ] = "hotpotqa-sample",
+    split: Annotated[str, typer.Option()] = "dev",
+    limit: LimitOpt = 20,
+    model: ModelOpt = None,
+    retriever: RetrieverOpt = "bm25",
+    compiled: Annotated[
+        Optional[list[Path]], typer.Option(help="compiled artifact to include (repeatable)")  # noqa: UP045
+    ] = None,
+    threads: Annotated[int, typer.Option(help="parallel questions")] = 1,
+    run_dir: Annotated[
+        Optional[Path], typer.Option(help="default: runs/bench-<settings hash>")  # noqa: UP045
+    ] = None,
+) -> None:
+    """Run strategies x datasets on the same questions and write a comparison report."""
+    from netcast.optimize.bench import resolve_programs, run_bench
+
+    try:
+        names = resolve_programs(programs)
+        sets = [d.strip() for d in datasets.split(",") if d.strip()]
+        done_dir, _ = run_bench(
+            run_dir,
+            names,
+            sets,
+            lm=_lm(model),
+            split=split,
+            limit=limit,
+            retriever=retriever,
+            compiled=compiled or [],
+            threads=threads,
+            info={"command": " ".join(["netcast", *sys.argv[1:]])},
+        )
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(f"report: {done_dir}/report.md, {done_dir}/report.html", soft_wrap=True)
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="a netcast bench run directory")]) -> None:
+    """Rebuild a bench report from saved results (no model calls)."""
+    from netcast.optimize.report import write_report
+
+    try:
+        path = write_report(run_dir)
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(path.read_text(), soft_wrap=True, markup=False)

@@ -1,0 +1,99 @@
+"""Rendering for the command line: rich tables built from the one metrics table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from netcast.optimize.metrics import BY_NAME, COST, QUALITY
+
+console = Console()
+err_console = Console(stderr=True)
+
+# The short table ``compile`` and ``show`` print: the headline measures and the question count.
+SCORE_ROWS = ("f1", "em", "recall", "lm_calls", "tokens_in", "tokens_out")
+ARTIFACT_FIELDS = (
+    "program",
+    "knobs",
+    "retriever",
+    "dataset",
+    "optimizer",
+    "metric",
+    "model",
+    "teacher_model",
+    "seed",
+    "tuning",
+)
+
+
+def results_table(title: str, aggregate: dict[str, Any]) -> Table:
+    """Quality and cost side by side, averaged per question."""
+    table = Table(title=title, caption=f"{aggregate.get('n', 0)} questions")
+    for header in ("quality", "", "cost per question", ""):
+        table.add_column(header)
+    for i in range(max(len(QUALITY), len(COST))):
+        cells = []
+        for names in (QUALITY, COST):
+            measure = BY_NAME[names[i]] if i < len(names) else None
+            cells += (
+                [measure.label, measure.format(aggregate.get(measure.name))]
+                if measure
+                else ["", ""]
+            )
+        table.add_row(*cells)
+    return table
+
+
+def score_table(columns: dict[str, dict[str, Any] | None]) -> Table:
+    """Dev scores of several programs (columns), per question."""
+    table = Table()
+    table.add_column("dev score")
+    for name in columns:
+        table.add_column(name, justify="right")
+    for name in SCORE_ROWS:
+        measure = BY_NAME[name]
+        label = measure.label + ("/q" if measure.scope == "cost" else "")
+        table.add_row(label, *[measure.format((agg or {}).get(name)) for agg in columns.values()])
+    table.add_row("questions", *[str((agg or {}).get("n", "-")) for agg in columns.values()])
+    return table
+
+
+def study_table(result) -> Table:
+    """A tuning study's completed trials: knobs, objective values, Pareto front, the pick."""
+    from optuna.trial import TrialState
+
+    from netcast.optimize.tune import pareto_front
+
+    study = result.study
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    front = {t.number for t in pareto_front(done)}
+    objectives = result.objectives
+    table = Table(title=f"study {result.name} ({len(done)} completed trials)")
+    for col in ("trial", "knobs", *objectives, "Pareto", "picked"):
+        table.add_column(col)
+    for t in sorted(done, key=lambda t: t.number):
+        table.add_row(
+            str(t.number),
+            json.dumps(t.user_attrs.get("knobs")),
+            *[f"{v:.3f}" for v in t.values],
+            "*" if t.number in front else "",
+            "<-" if t.number == result.chosen.number else "",
+        )
+    return table
+
+
+def artifact_table(title: str, recipe: dict[str, Any], meta: dict[str, Any]) -> Table:
+    table = Table(title=title, show_header=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    for key in ARTIFACT_FIELDS:
+        if key in recipe:
+            table.add_row(key, json.dumps(recipe[key], sort_keys=True))
+    table.add_row("versions", json.dumps(meta.get("versions")))
+    table.add_row("created", str(meta.get("created")))
+    lineage = meta.get("lineage")
+    table.add_row("lineage", lineage["parent"] if lineage else "- (no parent)")
+    return table

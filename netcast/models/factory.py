@@ -1,0 +1,111 @@
+"""Making LMs: ``make_lm(model)`` -> a DSPy LM for a litellm model string or an embedded model
+(``"embedded"``, the default; every embedded model name is listed in ``embedded.MODELS``), and
+what netcast needs to know about an LM: its context window and the token counter that matches
+it. Nothing here reads DSPy's global LM: every function takes the LM it is about."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dspy
+
+from netcast import settings
+from netcast.models import embedded
+from netcast.models.embedded import EMBEDDED
+from netcast.models.tokens import TokenCounter, approx_counter, embedded_counter
+
+DEFAULT_N_CTX = 8192
+_cache_state: dict[str, str | None] = {"dir": None}
+
+
+class EmbeddedLM(dspy.LM):
+    """``dspy.LM`` over an embedded model's llama.cpp engine (DSPy's custom-engine path; the
+    engine is DSPy's public ``lm.engine``), knowing which embedded model it runs (for its
+    tokenizer)."""
+
+    def __init__(self, name: str, engine: Any, **kwargs: Any):
+        spec = embedded.spec(name)
+        super().__init__(f"netcast/{spec.model_name}", engine=engine, **kwargs)
+        self.embedded_name = spec.name
+
+
+def model_name(model: str | None) -> str:
+    """The one spelling: ``None`` (no model given) is ``"embedded"``."""
+    return model or EMBEDDED
+
+
+def use_netcast_cache() -> None:
+    """Point DSPy's disk cache at netcast's directory (once per process and directory)."""
+    directory = str(settings.cache_dir())
+    if _cache_state["dir"] != directory:
+        dspy.configure_cache(enable_disk_cache=True, disk_cache_dir=directory)
+        _cache_state["dir"] = directory
+
+
+def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
+    """A DSPy LM: an embedded model by name (``"embedded"``, ``"embedded-1.5b"``), else a
+    litellm string (``openai/gpt-4o-mini``, ``ollama_chat/llama3.1``, ...). Temperature 0 by
+    default. Uses netcast's DSPy cache directory."""
+    use_netcast_cache()
+    name = model_name(model)
+    lm_kwargs.setdefault("temperature", 0.0)
+    if name in embedded.MODELS:
+        from netcast.models.llama import LlamaCppEngine
+
+        n_ctx = int(lm_kwargs.pop("n_ctx", os.environ.get("NETCAST_N_CTX", DEFAULT_N_CTX)))
+        max_tokens = lm_kwargs.pop("max_tokens", 384)
+        prefix_cache = lm_kwargs.pop("prefix_cache", "last")
+        engine = LlamaCppEngine(
+            str(embedded.model_path(name)),
+            n_ctx=n_ctx,
+            max_tokens=max_tokens,
+            prefix_cache=prefix_cache,
+        )
+        lm_kwargs.setdefault("num_retries", 0)
+        return EmbeddedLM(name, engine, max_tokens=max_tokens, **lm_kwargs)
+    lm_kwargs.setdefault("max_tokens", 1024)
+    lm_kwargs.setdefault("num_retries", 3)
+    return dspy.LM(name, **lm_kwargs)
+
+
+def configure(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
+    """Make the LM for ``model`` and set it as DSPy's default (for scripts and the command
+    line; library code passes LMs explicitly). Returns the LM."""
+    lm = make_lm(model, **lm_kwargs)
+    dspy.configure(lm=lm)
+    return lm
+
+
+def embedded_name(lm: Any) -> str | None:
+    """The embedded model's netcast name if ``lm`` runs one, else None."""
+    return getattr(lm, "embedded_name", None)
+
+
+def context_window(lm: Any = None) -> int:
+    """Input tokens ``lm`` accepts: an embedded engine's ``n_ctx``; litellm's model info
+    (offline price map) for known models, else 128k. ``None`` means the embedded model at
+    its default ``n_ctx``."""
+    if lm is None:
+        return int(os.environ.get("NETCAST_N_CTX", DEFAULT_N_CTX))
+    engine = getattr(lm, "engine", None)
+    if hasattr(engine, "n_ctx"):
+        return int(engine.n_ctx)
+    if not isinstance(engine, str):  # a custom engine that does not say: assume 128k
+        return 128_000
+    import litellm
+
+    try:
+        info = litellm.get_model_info(getattr(lm, "model", ""))
+    except Exception:  # a model litellm does not know
+        return 128_000
+    return int(info.get("max_input_tokens") or info.get("max_tokens") or 128_000)
+
+
+def token_counter(lm: Any = None) -> TokenCounter:
+    """The counter that matches ``lm``: an embedded model's own tokenizer (``None`` means the
+    default embedded model), otherwise ``ApproxTokenCounter`` (tiktoken's cl100k_base)."""
+    if lm is None:
+        return embedded_counter(EMBEDDED)
+    name = embedded_name(lm)
+    return embedded_counter(name) if name else approx_counter()

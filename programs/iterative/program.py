@@ -1,0 +1,227 @@
+"""Iterative agentic retrieval ("cast a small net many times", Fishing for Answers §3.2, Fig. 3)
+and the combined strategy (§4.4).
+
+Each turn the model decides whether further retrieval is required. If so it writes a query;
+the system retrieves the top-k chunks (on the first search also the original question's:
+the fallback search against query drift, §3.2.3); the chunk_delete step drops the retrieved
+chunks the model judges irrelevant, and the rest are appended to the working context. Deleting
+is part of the retrieval step (Fig. 3: Retrieved Chunks -> Chunk Delete -> Highly Relevant
+Chunks -> Context Append), so it spends no turn. At ``max_turns``, or when the model says
+"answer", the final answer is written from the working context and the agent's notes (its
+reasoning at each turn: in the paper the reasoning model answers in the same stream). The agent
+always retrieves before answering: a first decision to answer from an empty context becomes a
+search for the question (``search_first``; counted as a fallback of ``decide``).
+
+``combined`` (§4.4) replaces the fallback's top-k for the original question with the
+token-budgeted Top-K_max selection.
+
+The working context is program state: chunks under short labels ([C1], [C2], ...); chunks just
+retrieved are shown to chunk_delete as [N1], [N2], ... and a deletion can only name those. The
+model only ever names labels, and nothing in a chunk's text is ever parsed as an action."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from netcast import trace
+from netcast.corpus import Chunk, format_passage
+from netcast.programs import knobs
+from netcast.programs.base import NetcastProgram
+from netcast.programs.iterative.signatures import DeleteChunks, FinalAnswer, NextAction
+from netcast.programs.registry import register
+from netcast.programs.shared.budget import budgeted_hits, default_token_budget
+from netcast.retrievers.base import Hit
+from netcast.signatures import Contextualize
+
+BOOL = knobs.Choice((False, True))
+
+
+class WorkingContext:
+    """Chunks by label, in the order they entered; each chunk at most once."""
+
+    def __init__(self) -> None:
+        self.by_label: dict[str, Chunk] = {}
+        self._labels: dict[str, str] = {}  # chunk id -> label
+        self._next = 1
+
+    def __contains__(self, chunk_id: str) -> bool:
+        return chunk_id in self._labels
+
+    def add(self, chunk: Chunk) -> str | None:
+        """The new label, or ``None`` if the chunk is already in the context."""
+        if chunk.id in self._labels:
+            return None
+        label = f"C{self._next}"
+        self._next += 1
+        self.by_label[label] = chunk
+        self._labels[chunk.id] = label
+        return label
+
+    def ids(self) -> list[str]:
+        return [c.id for c in self.by_label.values()]
+
+    def passages(self) -> list[str]:
+        return [format_passage(c.title, c.text) for c in self.by_label.values()]
+
+    def labelled(self) -> list[str]:
+        return [
+            f"[{label}] {format_passage(c.title, c.text)}" for label, c in self.by_label.items()
+        ]
+
+    def tokens(self) -> int:
+        return sum(c.n_tokens for c in self.by_label.values())
+
+
+def labelled_new(hits: list[Hit]) -> dict[str, Hit]:
+    """The chunks just retrieved under the labels chunk_delete sees: N1, N2, ..."""
+    return {f"N{i}": h for i, h in enumerate(hits, start=1)}
+
+
+def chosen_labels(raw: list[str], labels: dict[str, Hit]) -> list[str]:
+    """The labels in ``raw`` that name a chunk just retrieved (``[N2]``, ``n2`` -> ``N2``)."""
+    found = []
+    for item in raw:
+        label = str(item).strip().strip("[]").upper()
+        if label in labels and label not in found:
+            found.append(label)
+    return found
+
+
+@register
+class Iterative(NetcastProgram):
+    name = "iterative"
+
+    class Knobs(knobs.Knobs):
+        max_turns: int = knobs.knob(5, search=knobs.IntRange(1, 8), ge=1)
+        k: int = knobs.knob(5, search=knobs.IntRange(1, 10), ge=1)
+        # also search the original question on the first search (§3.2.3)
+        fallback: bool = knobs.knob(True, search=BOOL)
+        # chunk_delete: drop irrelevant chunks from each retrieval before they enter the context
+        delete: bool = knobs.knob(True, search=BOOL)
+        reasoning: bool = True  # reason before each decision (ChainOfThought)
+        notes: bool = True  # the final answer sees the agent's reasoning
+        search_first: bool = True  # an empty context never answers: search the question first
+        # "budget": the first round's fallback is the Top-K_max selection (§4.4, combined)
+        initial: Literal["none", "budget"] = "none"
+        # for initial="budget"; None: a quarter of the model's context window
+        token_budget: int | None = knobs.knob(None, ge=1)
+        pool_size: int = knobs.knob(50, ge=1)  # candidates the budget selects from
+        dedup: bool = False  # test-time modules (netcast.programs.shared.search)
+        contextualize: bool = False
+        aux_model: str | None = None
+
+    def __init__(self, retriever=None, *, lm=None, **knob_values):
+        super().__init__(retriever, lm=lm, **knob_values)
+        step = dspy.ChainOfThought if self.knobs["reasoning"] else dspy.Predict
+        self.decide = step(NextAction)
+        self.delete_chunks = dspy.Predict(DeleteChunks)
+        self.answer = dspy.Predict(FinalAnswer)
+        self.contextualize = dspy.Predict(Contextualize)
+
+    def next_action(
+        self, question: str, context: WorkingContext, history: list[str], memory=()
+    ) -> dict:
+        """The model's decision as data: action, query, reasoning (``action="unparsed"`` if
+        the reply could not be read). ``memory`` notes are shown after the chunks."""
+        shown = context.labelled() + [f"[memory] {note}" for note in memory]
+        try:
+            out = self.decide(question=question, context=shown, history=history)
+        except AdapterParseError as err:
+            trace.count("decide", "fallbacks")  # answers with the context it has
+            return {"action": "unparsed", "query": "", "reasoning": "", "error": str(err)[:200]}
+        return {
+            "action": str(out.action),
+            "query": str(getattr(out, "query", "") or "").strip(),
+            "reasoning": str(getattr(out, "reasoning", "") or "").strip(),
+        }
+
+    def fallback_hits(self, question: str, session) -> list[Hit]:
+        """The first round's retrieval for the original question: its top-k, or (``combined``)
+        the Top-K_max selection within the token budget."""
+        if self.knobs["initial"] != "budget":
+            return session.search(question, self.knobs["k"])
+        budget = int(self.knobs["token_budget"] or default_token_budget(self.context_window))
+        pool = session.search(question, self.knobs["pool_size"])
+        return budgeted_hits(pool, self.retriever.kind, budget)
+
+    def filter_new(self, question: str, context: WorkingContext, hits: list[Hit]) -> list[str]:
+        """chunk_delete over the chunks just retrieved: the ids of those it drops."""
+        labels = labelled_new(hits)
+        shown = [
+            f"[{label}] {format_passage(h.chunk.title, h.chunk.text)}"
+            for label, h in labels.items()
+        ]
+        try:
+            raw = self.delete_chunks(
+                question=question, context=context.labelled(), retrieved=shown
+            ).delete_ids
+        except AdapterParseError:
+            trace.count("delete_chunks", "fallbacks")  # keep every retrieved chunk
+            return []
+        return [labels[label].chunk.id for label in chosen_labels(list(raw or []), labels)]
+
+    def forward(self, question: str) -> dspy.Prediction:
+        k = self.knobs
+        record = trace.current()
+        context = WorkingContext()
+        session = self.search_session(question, self.contextualize)
+        history: list[str] = []
+        notes: list[str] = []
+        searched = False
+        for turn in range(1, k["max_turns"] + 1):
+            decision = self.next_action(question, context, history, session.memory)
+            if decision["reasoning"]:
+                notes.append(decision["reasoning"])
+            action, query, forced = decision["action"], decision["query"], False
+            if action != "search" and not searched and k["search_first"]:
+                action, query, forced = "search", question, True
+                trace.count("decide", "fallbacks")
+            step = {"turn": turn, "action": action, "forced": forced, "query": None}
+            if action == "search":
+                query = query or question
+                hits = session.search(query, k["k"])
+                if k["fallback"] and not searched:  # guard against query drift (first round)
+                    seen = {h.chunk.id for h in hits}
+                    hits += [
+                        h for h in self.fallback_hits(question, session) if h.chunk.id not in seen
+                    ]
+                searched = True
+                new = [h for h in hits if h.chunk.id not in context]
+                deleted = self.filter_new(question, context, new) if k["delete"] and new else []
+                added = [
+                    h.chunk.id for h in new if h.chunk.id not in deleted and context.add(h.chunk)
+                ]
+                step.update(
+                    query=query, returned=[h.chunk.id for h in hits], added=added, deleted=deleted
+                )
+                history.append(
+                    f"search {query!r}: kept {len(added)} new chunks, dropped {len(deleted)}"
+                )
+            step["context_tokens"] = context.tokens()
+            step["context_chunks"] = len(context.by_label)
+            if record is not None:
+                record.add_turn(**step)
+            if action != "search":
+                break  # "answer", or an unreadable reply: answer with what we have
+        passages = context.passages()
+        answer = self.answer(
+            question=question,
+            context=passages + session.memory,
+            notes=notes if k["notes"] else [],
+        ).answer
+        return dspy.Prediction(answer=answer, evidence=context.ids(), context=passages)
+
+
+@register
+class Combined(Iterative):
+    """The combined strategy (§4.4): the first round's fallback retrieval for the question is
+    the token-budgeted Top-K_max selection instead of its top-k; otherwise ``iterative``."""
+
+    name = "combined"
+
+    class Knobs(Iterative.Knobs):
+        initial: Literal["none", "budget"] = "budget"
+        token_budget: int | None = knobs.knob(None, search=knobs.BudgetRange(), ge=1)

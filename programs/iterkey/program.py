@@ -1,0 +1,144 @@
+"""IterKey (Iterative Keyword Generation with LLMs for Enhanced RAG): generate BM25 keywords
+(step 1), retrieve with question + keywords and answer (step 2), validate the answer True/False
+(step 3), regenerate keywords from the previous ones (step 4); repeat steps 2-4 until the answer
+validates or ``max_iters``. Validation reads the model's True/False output (``text``) or compares
+the probabilities of "True" and "False" as the next token (``logprobs``, forced decoding) against
+``threshold``. Variants from the appendices: ``doc_by_doc`` regenerates keywords from each
+retrieved document separately (Table 10), ``cot`` validates and regenerates with
+chain-of-thought (Table 16); IterKey over a dense retriever (Table 6) is this program given a
+dense retriever."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from netcast import trace
+from netcast.programs import knobs
+from netcast.programs.base import NetcastProgram
+from netcast.programs.iterkey.forced import p_true
+from netcast.programs.iterkey.signatures import (
+    GenerateKeywords,
+    RegenerateKeywords,
+    RegenerateKeywordsFromDocument,
+    ValidateAnswer,
+)
+from netcast.programs.registry import register
+from netcast.programs.shared.lists import parse_list
+from netcast.signatures import AnswerQuestion
+
+VARIANTS = ("standard", "doc_by_doc", "cot")
+
+
+def keywords_of(raw: object) -> list[str]:
+    """Keywords a model wrote: a JSON list, or text separated by commas, semicolons or lines."""
+    return parse_list(raw, separators="\n,;")
+
+
+@register
+class IterKey(NetcastProgram):
+    name = "iterkey"
+
+    class Knobs(knobs.Knobs):
+        max_iters: int = knobs.knob(5, search=knobs.IntRange(1, 5), ge=1)
+        k: int = knobs.knob(3, search=knobs.IntRange(1, 10), ge=1)
+        validation: Literal["text", "logprobs"] = knobs.knob(
+            "text", search=knobs.Choice(("text", "logprobs"))
+        )
+        # P(True) needed in logprobs mode; small models lean to False
+        threshold: float = knobs.knob(0.5, search=knobs.FloatRange(0.05, 0.95), ge=0.0, le=1.0)
+        # nothing validated: the "last" answer or the "best" P(True) one
+        on_fail: Literal["last", "best"] = knobs.knob("last", search=knobs.Choice(("last", "best")))
+        variant: Literal["standard", "doc_by_doc", "cot"] = knobs.knob(
+            "standard", search=knobs.Choice(VARIANTS)
+        )
+
+    def __init__(self, retriever=None, *, lm=None, **knob_values):
+        super().__init__(retriever, lm=lm, **knob_values)
+        step = dspy.ChainOfThought if self.knobs["variant"] == "cot" else dspy.Predict
+        self.generate = dspy.Predict(GenerateKeywords)
+        self.answer = dspy.Predict(AnswerQuestion)
+        self.validate = step(ValidateAnswer)  # text mode
+        self.validate_next_token = dspy.Predict(ValidateAnswer)  # logprobs mode
+        self.regenerate = step(RegenerateKeywords)
+        self.regenerate_from_document = dspy.Predict(RegenerateKeywordsFromDocument)
+
+    def check(self, question: str, answer: str, documents: list[str]) -> tuple[bool, float]:
+        """(validated, P(True)); in text mode P(True) is 1.0 or 0.0."""
+        if self.knobs["validation"] == "logprobs":
+            predictor = self.validate_next_token
+            messages = dspy.ChatAdapter().format(
+                predictor.signature,
+                predictor.demos,
+                {"question": question, "documents": documents, "answer": answer},
+            )
+            lm = predictor.lm or dspy.settings.lm  # the program's own LM (set_lm), if bound
+            p = p_true(lm, messages, "[[ ## is_correct ## ]]\n")
+            return p >= self.knobs["threshold"], p
+        try:
+            verdict = bool(
+                self.validate(question=question, documents=documents, answer=answer).is_correct
+            )
+        except AdapterParseError:
+            trace.count("validate", "fallbacks")
+            verdict = False  # an unreadable verdict does not validate
+        return verdict, float(verdict)
+
+    def next_keywords(self, question: str, keywords: list[str], documents: list[str]):
+        if self.knobs["variant"] == "doc_by_doc":
+            found: list[str] = []
+            for document in documents:
+                out = self.regenerate_from_document(
+                    question=question, previous_keywords=keywords, document=document
+                )
+                found += keywords_of(out.keywords)
+            return keywords_of(found)
+        return keywords_of(self.regenerate(question=question, previous_keywords=keywords).keywords)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        knobs = self.knobs
+        record = trace.current()
+        keywords = keywords_of(self.generate(question=question).keywords)
+        seen_keywords: set[str] = set()
+        seen_docs: set[str] = set()
+        tries = []
+        for iteration in range(1, knobs["max_iters"] + 1):
+            hits = self.search(" ".join([question, *keywords]), knobs["k"])
+            documents = self.passages(hits)
+            answer = self.answer(context=documents, question=question).answer
+            valid, probability = self.check(question, answer, documents)
+            ids = [h.chunk.id for h in hits]
+            new_keywords = [k for k in keywords if k.lower() not in seen_keywords]
+            new_docs = [i for i in ids if i not in seen_docs]
+            seen_keywords.update(k.lower() for k in keywords)
+            seen_docs.update(ids)
+            if record is not None:
+                record.add_turn(
+                    iteration=iteration,
+                    keywords=keywords,
+                    new_keywords=new_keywords,
+                    retrieved=ids,
+                    new_docs=new_docs,
+                    answer=answer,
+                    valid=valid,
+                    p_true=probability,
+                )
+            tries.append((answer, probability, ids, documents))
+            if valid:
+                break
+            if iteration < knobs["max_iters"]:
+                keywords = self.next_keywords(question, keywords, documents)
+        validated = valid
+        if validated or knobs["on_fail"] == "last":
+            answer, _, ids, documents = tries[-1]
+        else:
+            answer, _, ids, documents = max(tries, key=lambda t: t[1])
+        return dspy.Prediction(
+            answer=answer,
+            evidence=ids,
+            context=documents,
+            validated=validated,
+            iterations=len(tries),
+        )

@@ -1,0 +1,183 @@
+"""One-SHOT ("cast a bigger net", Fishing for Answers §3.1): retrieve a large candidate pool,
+optionally drop chunks the rule-based metadata filter rejects and add chunks covering query
+entities the selection lacks, optionally crop chunks to their relevant sentences (an LLM step,
+checked to be verbatim), and fill the token budget by knapsack selection over relevance; then
+answer once. Filter and crop run before the budget is filled, so freed tokens are refilled
+from the pool."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import dspy
+
+from netcast import trace
+from netcast.corpus import Chunk, format_passage
+from netcast.programs import knobs
+from netcast.programs.base import NetcastProgram
+from netcast.programs.one_shot import metadata_filter as chunk_filter
+from netcast.programs.one_shot.cropping import verified_crop
+from netcast.programs.one_shot.signatures import CropChunk
+from netcast.programs.registry import register
+from netcast.programs.shared.budget import default_token_budget, relevance, select
+from netcast.signatures import AnswerQuestion
+
+Rule = Literal["declared_year", "declared_region", "text_year", "entity_alignment"]
+
+
+@dataclass
+class Candidate:
+    chunk: Chunk
+    relevance: float
+    text: str
+    tokens: int
+    forced: bool = False  # added by the filter for a missing query entity
+    crop_tried: bool = False
+
+
+def fill(candidates: list[Candidate], budget: int, selector: str, resolution: int):
+    """Forced candidates first (most relevant first, while they fit), then the best knapsack
+    selection of the rest in the remaining budget; returned most relevant first."""
+    chosen, used = [], 0
+    for c in sorted((c for c in candidates if c.forced), key=lambda c: -c.relevance):
+        if used + c.tokens <= budget:
+            chosen.append(c)
+            used += c.tokens
+    rest = [c for c in candidates if not c.forced]
+    picked = select(
+        [c.relevance for c in rest], [c.tokens for c in rest], budget - used, selector, resolution
+    )
+    chosen += [rest[i] for i in picked]
+    return sorted(chosen, key=lambda c: -c.relevance)
+
+
+@register
+class OneShot(NetcastProgram):
+    name = "one_shot"
+
+    class Knobs(knobs.Knobs):
+        # None: the paper's 32k scaled to the model (a quarter of its context window)
+        token_budget: int | None = knobs.knob(None, search=knobs.BudgetRange(), ge=1)
+        pool_size: int = knobs.knob(50, search=knobs.IntRange(10, 100, log=True), ge=1)
+        selector: Literal["exact", "greedy"] = knobs.knob(
+            "exact", search=knobs.Choice(("exact", "greedy"))
+        )
+        filter: bool = knobs.knob(False, search=knobs.Choice((False, True)))
+        crop: bool = knobs.knob(False, search=knobs.Choice((False, True)))
+        filter_rules: list[Rule] = knobs.knob(list(chunk_filter.DEFAULT_RULES))
+        wide_pool: int = knobs.knob(100, ge=1)  # where the filter looks for chunks to add
+        max_added: int = knobs.knob(3, ge=0)
+        resolution: int = knobs.knob(1, ge=1)  # knapsack budget resolution in tokens
+
+    def __init__(self, retriever=None, *, lm=None, **knob_values):
+        super().__init__(retriever, lm=lm, **knob_values)
+        self.crop_chunk = dspy.Predict(CropChunk)
+        self.answer = dspy.Predict(AnswerQuestion)
+
+    def budget(self) -> int:
+        return int(self.knobs["token_budget"] or default_token_budget(self.context_window))
+
+    def forward(self, question: str) -> dspy.Prediction:
+        k = self.knobs
+        budget = self.budget()
+        depth = max(k["pool_size"], k["wide_pool"]) if k["filter"] else k["pool_size"]
+        hits = self.search(question, depth)
+        rel = relevance([h.score for h in hits], self.retriever.kind)
+        everything = [
+            Candidate(h.chunk, float(r), h.chunk.text, h.chunk.n_tokens)
+            for h, r in zip(hits, rel, strict=True)
+        ]
+        pool, wider = everything[: k["pool_size"]], everything[k["pool_size"] :]
+        record = trace.current()
+
+        if k["filter"]:
+            pool = self.filter_pool(question, pool, wider, budget, record)
+        if k["crop"]:
+            self.crop_selected(question, pool, budget, record)
+        chosen = fill(pool, budget, k["selector"], k["resolution"])
+        if record is not None:
+            record.add_stage(
+                "select",
+                candidates=len(pool),
+                selected=len(chosen),
+                tokens=sum(c.tokens for c in chosen),
+                budget=budget,
+            )
+        context = [format_passage(c.chunk.title, c.text) for c in chosen]
+        answer = self.answer(context=context, question=question).answer
+        return dspy.Prediction(
+            answer=answer, evidence=[c.chunk.id for c in chosen], context=context
+        )
+
+    def filter_pool(self, question, pool, wider, budget, record) -> list[Candidate]:
+        """Drop rejected chunks, then add chunks that cover query entities the selection lacks."""
+        rules = self.knobs["filter_rules"]
+        query = chunk_filter.extract(question)
+        metas = {id(c): chunk_filter.chunk_meta(c.chunk) for c in pool + wider}
+        kept, reasons = [], {}
+        for c in pool:
+            reason = chunk_filter.drop_reason(query, metas[id(c)], rules)
+            if reason:
+                key = reason.split(":", 1)[0]
+                reasons[key] = reasons.get(key, 0) + 1
+            else:
+                kept.append(c)
+        chosen = fill(kept, budget, self.knobs["selector"], self.knobs["resolution"])
+        missing = chunk_filter.missing_entities(query, [metas[id(c)] for c in chosen])
+        spare = [c for c in wider + kept if c not in chosen]
+        added = []
+        for entity in missing:
+            if len(added) >= self.knobs["max_added"]:
+                break
+            for c in spare:
+                meta = metas[id(c)]
+                if (
+                    c not in added
+                    and chunk_filter.covers(entity, meta)
+                    and not (chunk_filter.drop_reason(query, meta, rules))
+                ):
+                    c.forced = True
+                    added.append(c)
+                    break
+        if record is not None:
+            record.add_stage(
+                "filter",
+                candidates=len(pool),
+                kept=len(kept),
+                dropped=reasons,
+                missing_entities=missing,
+                added=[c.chunk.id for c in added],
+            )
+        return kept + [c for c in added if c not in kept]
+
+    def crop_selected(self, question, pool, budget, record) -> None:
+        """Crop what the budget would select; refill the freed budget; repeat until every
+        selected chunk has been cropped once. Crops that are not verbatim are rejected."""
+        corpus = self.retriever.corpus
+        cropped = rejected = before = after = 0
+        while True:
+            todo = [
+                c
+                for c in fill(pool, budget, self.knobs["selector"], self.knobs["resolution"])
+                if not c.crop_tried
+            ]
+            if not todo:
+                break
+            for c in todo:
+                c.crop_tried = True
+                proposal = self.crop_chunk(question=question, passage=c.text).relevant_sentences
+                kept = verified_crop(c.text, str(proposal or ""))
+                before += c.tokens
+                trace.check("crop_chunk", kept is not None, "" if kept else "not verbatim")
+                if kept is None:
+                    rejected += 1
+                elif kept != c.text:
+                    c.text = kept
+                    c.tokens = corpus.count_tokens(format_passage(c.chunk.title, kept))
+                    cropped += 1
+                after += c.tokens
+        if record is not None:
+            record.add_stage(
+                "crop", cropped=cropped, rejected=rejected, tokens_before=before, tokens_after=after
+            )

@@ -1,0 +1,111 @@
+"""A Search-R1-style agent (the baseline of Test-Time Strategies for More Efficient and
+Accurate Agentic RAG): the model reasons, then emits a search query or its final answer;
+retrieved passages (k = 3) come back into its reasoning; at most ``max_turns`` searches.
+Switch on ``dedup`` (unseen passages only), ``contextualize`` (a growing memory of useful notes,
+written by the ``aux_model``; each step then sees the newest passages plus the memory instead
+of every passage so far), or both (hybrid)."""
+
+from __future__ import annotations
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from netcast import trace
+from netcast.programs import knobs
+from netcast.programs.base import NetcastProgram
+from netcast.programs.registry import register
+from netcast.programs.search_r1.signatures import ReasonAndAct
+from netcast.signatures import AnswerQuestion, Contextualize
+
+
+@register
+class SearchR1(NetcastProgram):
+    name = "search_r1"
+
+    class Knobs(knobs.Knobs):
+        max_turns: int = knobs.knob(4, search=knobs.IntRange(1, 6), ge=1)
+        k: int = knobs.knob(3, search=knobs.IntRange(1, 8), ge=1)
+        dedup: bool = knobs.knob(False, search=knobs.Choice((False, True)))
+        contextualize: bool = knobs.knob(False, search=knobs.Choice((False, True)))
+        # litellm model string for contextualization; None: the main model
+        aux_model: str | None = None
+        search_first: bool = True  # nothing retrieved yet: an answer becomes a search
+
+    def __init__(self, retriever=None, *, lm=None, **knob_values):
+        super().__init__(retriever, lm=lm, **knob_values)
+        self.step = dspy.ChainOfThought(ReasonAndAct)
+        self.contextualize = dspy.Predict(Contextualize)
+        self.answer = dspy.Predict(AnswerQuestion)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        knobs = self.knobs
+        memory_on = bool(knobs["contextualize"])
+        session = self.search_session(question, self.contextualize)
+        record = trace.current()
+        everything: list[str] = []  # every passage retrieved, for the evidence and the answer
+        latest: list[str] = []
+        steps: list[str] = []  # the reasoning trace: think / search / information entries
+        for turn in range(1, knobs["max_turns"] + 2):
+            try:
+                out = self.step(
+                    question=question,
+                    memory=session.memory_view() if memory_on else [],
+                    trace=self.shown_trace(steps, memory_on),
+                )
+                action = str(out.action)
+                reasoning = str(getattr(out, "reasoning", "") or "").strip()
+            except AdapterParseError:
+                trace.count("step", "fallbacks")  # answers with what it has
+                out, action, reasoning = None, "unparsed", ""
+            if reasoning:
+                steps.append(f"think: {reasoning}")
+            forced = action != "search" and not everything and knobs["search_first"]
+            if forced:  # nothing retrieved yet: the agent searches before it answers
+                trace.count("step", "fallbacks")
+            elif action == "answer" and str(out.answer or "").strip():
+                if record is not None:
+                    record.add_turn(turn=turn, action="answer", query=None, returned=[])
+                return self._prediction(str(out.answer), session, everything)
+            elif action != "search" or turn > knobs["max_turns"]:
+                break  # unreadable, or the search budget is spent: answer below
+            query = question if forced else (str(out.query or "").strip() or question)
+            hits = session.search(query, knobs["k"])
+            latest = self.passages(hits)
+            everything += latest
+            steps.append(f"search: {query}")
+            steps.append("information: " + (" | ".join(latest) or "(nothing new)"))
+            if record is not None:
+                update = session.memory_updates[-1] if memory_on and hits else None
+                record.add_turn(
+                    turn=turn,
+                    action="search",
+                    forced=forced,
+                    query=query,
+                    returned=[h.chunk.id for h in hits],
+                    memory_added=update["added"] if update else [],
+                    memory_size=len(session.memory),
+                )
+        context = (session.memory + latest) if memory_on else everything
+        answer = self.answer(context=context, question=question).answer
+        if record is not None:
+            record.add_turn(turn="limit", action="answer", query=None, returned=[])
+        return self._prediction(answer, session, everything)
+
+    @staticmethod
+    def shown_trace(steps: list[str], memory_on: bool) -> list[str]:
+        """The trace a step sees. Search-R1 appends every information block to one growing
+        trace; with contextualization, information blocks before the newest are left out (the
+        memory carries what they held)."""
+        if not memory_on:
+            return list(steps)
+        last = max((i for i, s in enumerate(steps) if s.startswith("information: ")), default=-1)
+        return [s for i, s in enumerate(steps) if i == last or not s.startswith("information: ")]
+
+    @staticmethod
+    def _prediction(answer: str, session, everything: list[str]) -> dspy.Prediction:
+        return dspy.Prediction(
+            answer=answer,
+            evidence=list(session.seen),
+            context=everything,
+            memory=list(session.memory),
+        )

@@ -1,0 +1,182 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from netcast.cli.app import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_list_shows_programs_and_datasets():
+    result = run("list")
+    assert result.exit_code == 0
+    assert "basic" in result.output and "hotpotqa-sample" in result.output
+
+
+def test_unknown_program_and_dataset_are_clear_errors(tmp_path):
+    result = run(
+        "evaluate",
+        "--program",
+        "fancy",
+        "--model",
+        "openai/x",
+        "--limit",
+        "1",
+        "--run-dir",
+        tmp_path / "r",
+    )
+    assert result.exit_code == 2 and "unknown program 'fancy'" in result.output
+    result = run("evaluate", "--dataset", "nope", "--model", "openai/x")
+    assert result.exit_code == 2 and "unknown dataset 'nope'" in result.output
+
+
+def test_malformed_dataset_file_names_file_and_line(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    good = {"id": "1", "question": "q", "answers": ["a"], "paragraphs": [{"text": "t"}]}
+    path.write_text(json.dumps(good) + "\n" + '{"id": "2", "question": "q"}\n')
+    result = run("evaluate", "--dataset", path, "--split", "all", "--model", "openai/x")
+    assert result.exit_code == 2
+    assert "qa.jsonl:2: field 'answers'" in result.output
+
+
+def test_index_command_builds_and_refuses_an_empty_corpus(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "\n".join(json.dumps({"title": f"T{i}", "text": f"text number {i}"}) for i in range(5))
+    )
+    result = run("index", "--corpus", docs, "--out", tmp_path / "idx", "--model", "openai/x")
+    assert result.exit_code == 0, result.output
+    info = json.loads((tmp_path / "idx" / "index.json").read_text())
+    assert info["kind"] == "bm25" and info["n_chunks"] == 5
+    assert info["token_counter"].startswith("tiktoken")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = run("index", "--corpus", empty, "--out", tmp_path / "idx2")
+    assert result.exit_code == 2 and "no documents" in result.output
+
+
+def test_unreachable_endpoint_fails_clearly_and_keeps_the_run(tmp_path):
+    args = [
+        "evaluate",
+        "--model",
+        "openai/gpt-4o-mini",
+        "--api-base",
+        "http://127.0.0.1:9/v1",
+        "--retries",
+        "0",
+        "--limit",
+        "3",
+        "--max-errors",
+        "1",
+        "--run-dir",
+        tmp_path / "r",
+    ]
+    result = runner.invoke(app, [str(a) for a in args], env={"OPENAI_API_KEY": "sk-test"})
+    assert result.exit_code == 1
+    assert "failed" in result.output and "run the same command again" in result.output
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["model"] == "openai/gpt-4o-mini"
+
+
+@pytest.mark.slow
+def test_evaluate_with_the_embedded_model_then_resume(tmp_path):
+    """Smoke test: the real embedded model on 2 bundled questions; the rerun does no work."""
+    args = ["evaluate", "--limit", "2", "--run-dir", tmp_path / "r"]
+    first = run(*args)
+    assert first.exit_code == 0, first.output
+    rows = [json.loads(x) for x in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(r["answer"] and r["trace"]["tokens_in"] > 100 for r in rows)
+    assert "retrieval recall" in first.output
+    mtime = (tmp_path / "r" / "predictions.jsonl").stat().st_mtime_ns
+    again = run(*args)
+    assert again.exit_code == 0
+    assert (tmp_path / "r" / "predictions.jsonl").stat().st_mtime_ns == mtime
+
+
+@pytest.mark.slow
+def test_ask_prints_answer_evidence_and_trace():
+    result = run("ask", "Which city is the headquarters of The Dow Chemical Company in?")
+    assert result.exit_code == 0, result.output
+    assert "answer:" in result.output and "LM call(s)" in result.output
+
+
+def test_compile_rejects_an_unknown_optimizer(tmp_path):
+    result = run("compile", "--out", tmp_path / "a", "--optimizer", "adam", "--model", "openai/x")
+    assert result.exit_code == 2 and "unknown optimizer 'adam'" in result.output
+
+
+def test_show_prints_recipe_scores_and_lineage(tmp_path, bm25):
+    from netcast.artifacts import save_artifact
+    from netcast.optimize.workflow import make_recipe
+    from netcast.programs import BasicRAG
+
+    recipe = make_recipe(program="basic", knobs={"top_k": 3}, dataset="hotpotqa-sample")
+    agg = {
+        "f1": 0.25,
+        "em": 0.1,
+        "recall": 0.5,
+        "lm_calls": 1,
+        "tokens_in": 800,
+        "tokens_out": 9,
+        "n": 10,
+    }
+    parent = save_artifact(tmp_path / "v1", BasicRAG(bm25), recipe, {"before": agg, "after": agg})
+    child = save_artifact(tmp_path / "v2", BasicRAG(bm25), recipe, {"after": agg}, parent=parent)
+    result = run("show", child)
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    unwrapped = "".join(line.strip(" │") for line in result.output.splitlines())
+    assert '"top_k": 3' in flat and "bootstrap" in flat and "0.250" in flat
+    assert str(parent.resolve()) in unwrapped and "lineage" in flat
+    result = run("show", tmp_path / "missing")
+    assert result.exit_code == 2 and "no such artifact" in result.output
+
+
+def test_report_and_bench_errors(tmp_path):
+    result = run("report", tmp_path)
+    assert result.exit_code == 2 and "no results" in result.output
+    result = run(
+        "bench",
+        "--programs",
+        "basic,fancy",
+        "--model",
+        "openai/x",
+        "--limit",
+        "1",
+        "--run-dir",
+        tmp_path / "b",
+    )
+    assert result.exit_code == 2 and "unknown program 'fancy'" in result.output
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("top_k=abc", "basic: knob 'top_k' = 'abc': "),
+        ("nope=1", "basic: unknown knob 'nope'; knobs are top_k, chain_of_thought"),
+    ],
+)
+@pytest.mark.parametrize("command", ["evaluate", "ask", "compile"])
+def test_bad_knobs_fail_in_one_line_before_any_model_call(
+    monkeypatch, tmp_path, command, pair, message
+):
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was made before the knobs were checked")
+
+    for where in ("netcast.models", "netcast.models.factory", "netcast.optimize.workflow"):
+        monkeypatch.setattr(f"{where}.make_lm", no_model)
+    args = {
+        "evaluate": ["evaluate", "--limit", "1", "--run-dir", tmp_path / "r"],
+        "ask": ["ask", "What is the capital of France?"],
+        "compile": ["compile", "--out", tmp_path / "a"],
+    }[command]
+    result = runner.invoke(app, [str(a) for a in [*args, "--set", pair]])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: " + message), result.output
+    assert not (tmp_path / "r").exists() and not (tmp_path / "a").exists()

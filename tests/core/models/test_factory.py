@@ -1,0 +1,55 @@
+import dspy
+
+from netcast import settings
+from netcast.models import factory
+
+
+def test_use_netcast_cache_puts_dspy_cache_under_netcast_home(netcast_home):
+    factory.use_netcast_cache()
+    assert str(settings.cache_dir()).startswith(str(netcast_home))
+    assert dspy.cache.disk_cache.directory == str(settings.cache_dir())
+
+
+def test_litellm_models_get_temperature_zero_retries_and_the_approx_counter():
+    lm = factory.make_lm("openai/gpt-4o-mini")
+    assert type(lm) is dspy.LM and lm.model == "openai/gpt-4o-mini"
+    assert lm.kwargs["temperature"] == 0.0 and lm.num_retries == 3
+    assert factory.token_counter(lm).name.startswith("tiktoken")
+    assert factory.embedded_name(lm) is None
+
+
+def test_make_lm_does_not_touch_dspy_settings_and_configure_does():
+    before = dspy.settings.lm
+    lm = factory.make_lm("openai/gpt-4o-mini")
+    assert dspy.settings.lm is before
+    try:
+        configured = factory.configure("openai/gpt-4o-mini")
+        assert dspy.settings.lm is configured and configured is not lm
+    finally:
+        dspy.configure(lm=before)
+
+
+def test_model_name_spells_no_model_as_embedded():
+    assert factory.model_name(None) == "embedded"
+    assert factory.model_name("") == "embedded"
+    assert factory.model_name("openai/gpt-4o-mini") == "openai/gpt-4o-mini"
+
+
+def test_context_window_of_embedded_engines_litellm_models_and_none(monkeypatch):
+    class Engine:
+        n_ctx = 4096
+
+    class Local:
+        engine = Engine()
+
+    assert factory.context_window(Local()) == 4096
+    monkeypatch.delenv("NETCAST_N_CTX", raising=False)
+    assert factory.context_window(None) == factory.DEFAULT_N_CTX == 8192
+    monkeypatch.setenv("NETCAST_N_CTX", "2048")
+    assert factory.context_window(None) == 2048
+    assert factory.context_window(factory.make_lm("openai/gpt-4o-mini")) == 128_000
+    assert factory.context_window(dspy.LM("unknown-provider/unknown-model")) == 128_000
+
+
+def test_token_counter_of_no_lm_is_the_embedded_tokenizer():
+    assert factory.token_counter(None).name == "llama:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"

@@ -1,0 +1,78 @@
+"""Smoke tests of the embedded model through DSPy (real llama.cpp, a few short prompts)."""
+
+import threading
+
+import dspy
+import pytest
+from dspy.utils.exceptions import ContextWindowExceededError
+
+from netcast.models import embedded
+from netcast.models.factory import use_netcast_cache
+from netcast.models.llama import LlamaCppEngine
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def engine():
+    engine = LlamaCppEngine(str(embedded.model_path()), n_ctx=2048, max_tokens=32)
+    yield engine
+    engine.close()
+
+
+def make_lm(engine, cache=False):
+    use_netcast_cache()
+    return dspy.LM(
+        "netcast/test-embedded",
+        engine=engine,
+        cache=cache,
+        temperature=0.0,
+        max_tokens=32,
+        num_retries=0,
+    )
+
+
+def test_answers_through_dspy_and_reports_usage_to_dspy_tracking(engine):
+    lm = make_lm(engine)
+    with dspy.context(lm=lm, track_usage=True):
+        prediction = dspy.Predict("question -> answer")(question="What is the capital of France?")
+    assert "paris" in prediction.answer.lower()
+    usage = prediction.get_lm_usage()["netcast/test-embedded"]
+    assert usage["prompt_tokens"] > 50 and usage["completion_tokens"] > 0
+
+
+def test_threads_are_serialized_and_deterministic(engine):
+    lm = make_lm(engine)
+    questions = ["Name a primary colour.", "What is 2 + 3?", "Capital of Italy?"]
+    sequential = [lm(q)[0] for q in questions]
+    results = {}
+
+    def ask(i, q):
+        results[i] = lm(q)[0]
+
+    threads = [threading.Thread(target=ask, args=(i, q)) for i, q in enumerate(questions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [results[i] for i in range(3)] == sequential
+
+
+def test_prefix_cache_modes_give_the_same_text(engine):
+    path = str(embedded.model_path())
+    prompt = "Reply with one word: the colour of the sky on a clear day."
+    outputs = []
+    for mode in ("off", "last"):
+        other = LlamaCppEngine(path, n_ctx=1024, max_tokens=8, prefix_cache=mode)
+        lm = make_lm(other)
+        outputs += [lm(prompt)[0], lm("Say hi.")[0], lm(prompt)[0]]  # the repeat reuses state
+        other.close()
+    assert outputs[:3] * 2 == outputs
+
+
+def test_context_overflow_is_a_clear_error(engine):
+    small = LlamaCppEngine(str(embedded.model_path()), n_ctx=128, max_tokens=8)
+    lm = make_lm(small)
+    with pytest.raises(ContextWindowExceededError, match="runs with n_ctx=256; raise it"):
+        lm("word " * 400)
+    small.close()

@@ -1,0 +1,59 @@
+from netcast.corpus import Chunk
+from netcast.programs.knowledge.state import (
+    AgentState,
+    is_redundant,
+    query_similarity,
+    verified_facts,
+    verified_segments,
+)
+
+
+def chunk(cid, text):
+    return Chunk(f"{cid}#0", cid, cid.title(), text, len(text.split()))
+
+
+LABELS = {
+    "P1": chunk("paris", "Paris is the capital of France. It is on the Seine."),
+    "P2": chunk("berlin", "Berlin is the capital of Germany."),
+}
+
+
+def test_query_similarity_and_redundancy():
+    assert query_similarity("capital of France", "France capital") == 1.0
+    assert query_similarity("capital of France", "river of Germany") == 0.0
+    assert is_redundant("the capital of France?", ["capital France"], 0.8)
+    assert not is_redundant("river through Paris", ["capital France"], 0.8)
+
+
+def test_facts_must_cite_a_shown_passage():
+    accepted, rejected = verified_facts(
+        ["Paris is the capital of France (P1)", "Berlin is in Germany (P9)", "No source here"],
+        LABELS,
+    )
+    assert accepted == ["Paris is the capital of France (P1)"]
+    assert rejected == ["Berlin is in Germany (P9)", "No source here"]
+
+
+def test_segments_must_be_verbatim_in_their_passage():
+    accepted, rejected = verified_segments(
+        [
+            "[P1] It is on the Seine.",
+            "[P2] Berlin is the largest city in Europe.",
+            "[P1]  paris is the CAPITAL of france",
+            "no id at all",
+            "[P7] It is on the Seine.",
+        ],
+        LABELS,
+    )
+    assert [(c.id, s) for c, s in accepted] == [
+        ("paris#0", "It is on the Seine."),
+        ("paris#0", "paris is the CAPITAL of france"),
+    ]
+    assert len(rejected) == 3
+
+
+def test_state_keeps_segments_once():
+    state = AgentState()
+    assert state.keep(LABELS["P1"], "It is on the Seine.")
+    assert not state.keep(LABELS["P1"], "It is on the Seine.")
+    assert list(state.segments) == ["paris#0"]

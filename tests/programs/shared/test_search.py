@@ -1,0 +1,84 @@
+import dspy
+
+from netcast.programs.shared.search import EMPTY_MEMORY, SearchSession
+from netcast.signatures import Contextualize
+
+
+def recorder(retriever):
+    calls = []
+
+    def search(query, k, exclude=()):
+        calls.append((query, k, set(exclude)))
+        return retriever.search(query, k, exclude)
+
+    return search, calls
+
+
+def test_dedup_never_returns_a_seen_id_and_backfills_to_k(bm25):
+    search, calls = recorder(bm25)
+    session = SearchSession(search, "q", dedup=True)
+    first = [h.chunk.id for h in session.search("Paris France capital river museum", 2)]
+    second = [h.chunk.id for h in session.search("Paris France capital river museum", 2)]
+    full = [h.chunk.id for h in bm25.search("Paris France capital river museum", 4)]
+    assert first == full[:2] and second == full[2:4]  # the next-highest-ranked unseen ones
+    assert calls[1][2] == set(first)
+    assert session.seen == full[:4]
+
+
+def test_without_dedup_repeats_come_back(bm25):
+    search, _ = recorder(bm25)
+    session = SearchSession(search, "q", dedup=False)
+    a = [h.chunk.id for h in session.search("Paris", 2)]
+    assert [h.chunk.id for h in session.search("Paris", 2)] == a
+
+
+def test_memory_only_grows_and_survives_a_nothing_new_step(scripted_lm, bm25):
+    replies = iter(
+        [
+            '["Paris is the capital of France."]',
+            "[]",
+            '["Paris is the capital of France.", "The Seine flows through Paris."]',
+        ]
+    )
+    _, engine = scripted_lm(lambda prompt: {"new_notes": next(replies)})
+    session = SearchSession(bm25.search, "capital?", contextualizer=dspy.Predict(Contextualize))
+    assert session.memory_view() == [EMPTY_MEMORY]
+    session.search("capital of France", 1)
+    assert EMPTY_MEMORY in engine.prompts[0]  # the aux model is told the memory is empty
+    assert session.memory == ["Paris is the capital of France."]
+    session.search("Berlin", 1)
+    assert session.memory == ["Paris is the capital of France."]  # nothing new: unchanged
+    session.search("Seine", 1)
+    assert session.memory == ["Paris is the capital of France.", "The Seine flows through Paris."]
+    assert [u["size"] for u in session.memory_updates] == [1, 1, 2]
+    assert "Paris is the capital of France." in engine.prompts[2]  # it sees the current memory
+
+
+def test_the_aux_model_writes_the_memory(scripted_lm, bm25):
+    from helpers import ScriptedEngine
+
+    _, main = scripted_lm(lambda prompt: {"new_notes": '["from main"]'})
+    aux_engine = ScriptedEngine(lambda prompt: {"new_notes": '["from aux"]'})
+    aux = dspy.LM("scripted/aux", engine=aux_engine, cache=False, num_retries=0)
+    session = SearchSession(
+        bm25.search, "q", contextualizer=dspy.Predict(Contextualize), aux_lm=aux
+    )
+    session.search("Paris", 1)
+    assert session.memory == ["from aux"] and main.prompts == [] and len(aux_engine.prompts) == 1
+
+
+def test_the_aux_model_wins_over_the_lm_a_loaded_program_is_bound_to(scripted_lm, bm25):
+    from helpers import ScriptedEngine
+
+    scripted_lm(lambda prompt: {"new_notes": '["from default"]'})
+    main_engine = ScriptedEngine(lambda prompt: {"new_notes": '["from main"]'})
+    aux_engine = ScriptedEngine(lambda prompt: {"new_notes": '["from aux"]'})
+    contextualizer = dspy.Predict(Contextualize)
+    contextualizer.lm = dspy.LM("scripted/main", engine=main_engine, cache=False)  # set_lm
+    aux = dspy.LM("scripted/aux", engine=aux_engine, cache=False, num_retries=0)
+    session = SearchSession(bm25.search, "q", contextualizer=contextualizer, aux_lm=aux)
+    session.search("Paris", 1)
+    assert session.memory == ["from aux"] and main_engine.prompts == []
+    no_aux = SearchSession(bm25.search, "q", contextualizer=contextualizer)
+    no_aux.search("Paris", 1)
+    assert no_aux.memory == ["from main"]  # without an aux model: the bound LM
