@@ -53,6 +53,11 @@ class KnowledgeAware(NetcastProgram):
         )
         concurrent: bool = True  # run agents in threads (a local model serializes them anyway)
         dedup: bool = False  # the test-time de-duplication module (Known already is a memory)
+        # how a filtered segment must match its passage: the paper's verbatim rule ("exact",
+        # whitespace and case aside) or a tolerant alignment ("fuzzy", netcast's default for
+        # small models); either way the passage's own text is kept
+        match: Literal["exact", "fuzzy"] = "fuzzy"
+        match_threshold: float = knobs.knob(0.9, ge=0.5, le=1.0)
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
@@ -116,13 +121,15 @@ class KnowledgeAware(NetcastProgram):
                 "required": list(state.required),
                 "kept": [],
             }
-        labels = {f"P{i}": h.chunk for i, h in enumerate(hits, start=1)}
+        labels = {state.label(h.chunk): h.chunk for h in hits}
+        corpus = self.retriever.corpus  # a fact may cite any passage this agent has seen
+        seen = {label: corpus[cid] for cid, label in state.labels.items()}
         shown = [f"[{label}] {format_passage(c.title, c.text)}" for label, c in labels.items()]
         try:
             out = self.extract(
                 question=question, known=state.known, required=state.required, passages=shown
             )
-            facts, unsupported = knowledge.verified_facts(list(out.new_facts or []), labels)
+            facts, unsupported = knowledge.verified_facts(list(out.new_facts or []), seen)
             gaps = parse_list(list(out.still_required or []))
         except AdapterParseError:
             trace.count("extract", "fallbacks")  # keep the state as it was
@@ -140,7 +147,9 @@ class KnowledgeAware(NetcastProgram):
         except AdapterParseError:
             trace.count("filter", "fallbacks")
             segments = []
-        kept, not_verbatim = knowledge.verified_segments(segments, labels)
+        kept, not_verbatim = knowledge.verified_segments(
+            segments, labels, self.knobs["match"], self.knobs["match_threshold"]
+        )
         for _ in kept:
             trace.check("filter", True)
         for _ in not_verbatim:

@@ -7,14 +7,21 @@ import re
 from dataclasses import dataclass, field
 
 from netcast.corpus import Chunk
+from netcast.programs.shared.spans import Mode, find_span
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = set(
     "a an the of in on at to for by and or is are was were who what which when where how did "
     "does do with from that this as be".split()
 )
-_SOURCE = re.compile(r"\(\s*(P\d+)\s*\)\s*\.?\s*$")
-_SEGMENT = re.compile(r"^\s*\[\s*(P\d+)\s*\]\s*(.+)$", re.S)
+# a citation: "(P2)", "[P2]", "(P1, P3)", "(P1 and P3)", "(passage 2)"
+_CITATION = re.compile(
+    r"[(\[]\s*((?:P|passage\s*)\d+(?:\s*(?:,|;|&|and)\s*(?:P|passage\s*)\d+)*)\s*[)\]]",
+    re.IGNORECASE,
+)
+_LABEL = re.compile(r"(?:P|passage\s*)(\d+)", re.IGNORECASE)
+# a segment: "[P2] text", "(P2) text", "P2: text"
+_SEGMENT = re.compile(r"^\s*[\[(]?\s*P(\d+)\s*[\])]?\s*[:\-–]?\s*(.+)$", re.S | re.IGNORECASE)
 
 
 @dataclass
@@ -26,6 +33,15 @@ class AgentState:
     required: list[str] = field(default_factory=list)
     history: list[str] = field(default_factory=list)
     segments: dict[str, list[str]] = field(default_factory=dict)
+    # passage labels, stable across steps: a chunk keeps its P# for the whole question, so a
+    # citation in Known still names the same passage later
+    labels: dict[str, str] = field(default_factory=dict)  # chunk id -> "P#"
+
+    def label(self, chunk: Chunk) -> str:
+        """The chunk's stable passage label, given on first sight."""
+        if chunk.id not in self.labels:
+            self.labels[chunk.id] = f"P{len(self.labels) + 1}"
+        return self.labels[chunk.id]
 
     def keep(self, chunk: Chunk, segment: str) -> bool:
         kept = self.segments.setdefault(chunk.id, [])
@@ -55,32 +71,39 @@ def is_redundant(query: str, history: list[str], threshold: float) -> bool:
     return any(query_similarity(query, old) >= threshold for old in history)
 
 
+def cited_labels(fact: str) -> list[str]:
+    """The passage labels a fact cites, in order (``"... (P1, P3)"`` -> ``["P1", "P3"]``)."""
+    found = []
+    for group in _CITATION.findall(fact):
+        found += [f"P{n}" for n in _LABEL.findall(group) if f"P{n}" not in found]
+    return found
+
+
 def verified_facts(facts: list[str], labels: dict[str, Chunk]) -> tuple[list[str], list[str]]:
-    """(accepted, rejected): a fact is accepted only if it cites a passage id that was shown."""
+    """(accepted, rejected): a fact is accepted only if it cites at least one shown passage
+    (one citation or several; every label it cites must have been shown)."""
     accepted, rejected = [], []
     for fact in facts:
         text = " ".join(str(fact).split())
-        match = _SOURCE.search(text)
-        (accepted if match and match.group(1) in labels else rejected).append(text)
+        cited = cited_labels(text)
+        ok = bool(cited) and all(label in labels for label in cited)
+        (accepted if ok else rejected).append(text)
     return accepted, rejected
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split()).lower()
-
-
 def verified_segments(
-    segments: list[str], labels: dict[str, Chunk]
+    segments: list[str], labels: dict[str, Chunk], mode: Mode = "fuzzy", threshold: float = 0.9
 ) -> tuple[list[tuple[Chunk, str]], list[str]]:
     """(accepted (chunk, segment), rejected): a segment is kept only if it names a shown
-    passage and occurs verbatim (whitespace and case aside) in that passage."""
+    passage and is a copy of a span of it (``spans.find_span``); what is kept is the passage's
+    own text for that span."""
     accepted, rejected = [], []
     for raw in segments:
         match = _SEGMENT.match(str(raw))
-        chunk = labels.get(match.group(1)) if match else None
-        segment = match.group(2).strip().strip('"') if match else str(raw)
-        if chunk is not None and len(segment) >= 3 and _norm(segment) in _norm(chunk.text):
-            accepted.append((chunk, segment))
+        chunk = labels.get(f"P{match.group(1)}") if match else None
+        span = find_span(chunk.text, match.group(2), mode, threshold) if chunk else None
+        if span:
+            accepted.append((chunk, span))
         else:
             rejected.append(str(raw))
     return accepted, rejected

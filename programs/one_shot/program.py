@@ -17,7 +17,7 @@ from netcast.corpus import Chunk, format_passage
 from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.one_shot import metadata_filter as chunk_filter
-from netcast.programs.one_shot.cropping import verified_crop
+from netcast.programs.one_shot.cropping import DROP, verified_crop
 from netcast.programs.one_shot.signatures import CropChunk
 from netcast.programs.registry import register
 from netcast.programs.shared.budget import default_token_budget, relevance, select
@@ -69,6 +69,11 @@ class OneShot(NetcastProgram):
         wide_pool: int = knobs.knob(100, ge=1)  # where the filter looks for chunks to add
         max_added: int = knobs.knob(3, ge=0)
         resolution: int = knobs.knob(1, ge=1)  # knapsack budget resolution in tokens
+        # a crop's sentences must be the chunk's own: the paper's verbatim rule ("exact",
+        # whitespace and case aside) or "fuzzy" (>= crop_threshold similar, for small models)
+        crop_match: Literal["exact", "fuzzy"] = "fuzzy"
+        crop_threshold: float = knobs.knob(0.9, ge=0.5, le=1.0)
+        crop_drops: bool = True  # "no sentence helps" removes the chunk (paper, Table 2)
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
@@ -153,9 +158,12 @@ class OneShot(NetcastProgram):
 
     def crop_selected(self, question, pool, budget, record) -> None:
         """Crop what the budget would select; refill the freed budget; repeat until every
-        selected chunk has been cropped once. Crops that are not verbatim are rejected."""
+        selected chunk has been cropped once. A crop that does not consist of the chunk's own
+        sentences is rejected (the chunk stays whole); "no sentence helps" drops the chunk
+        (``crop_drops``)."""
         corpus = self.retriever.corpus
-        cropped = rejected = before = after = 0
+        counts = dict.fromkeys(("cropped", "unchanged", "dropped", "rejected"), 0)
+        before = after = 0
         while True:
             todo = [
                 c
@@ -167,17 +175,26 @@ class OneShot(NetcastProgram):
             for c in todo:
                 c.crop_tried = True
                 proposal = self.crop_chunk(question=question, passage=c.text).relevant_sentences
-                kept = verified_crop(c.text, str(proposal or ""))
+                kept = verified_crop(
+                    c.text,
+                    str(proposal or ""),
+                    self.knobs["crop_match"],
+                    self.knobs["crop_threshold"],
+                )
                 before += c.tokens
-                trace.check("crop_chunk", kept is not None, "" if kept else "not verbatim")
+                trace.check("crop_chunk", kept is not None, "not the chunk's own sentences")
                 if kept is None:
-                    rejected += 1
-                elif kept != c.text:
+                    counts["rejected"] += 1
+                elif kept == DROP and self.knobs["crop_drops"]:
+                    pool.remove(c)
+                    counts["dropped"] += 1
+                    continue
+                elif kept and kept != c.text:
                     c.text = kept
                     c.tokens = corpus.count_tokens(format_passage(c.chunk.title, kept))
-                    cropped += 1
+                    counts["cropped"] += 1
+                else:
+                    counts["unchanged"] += 1
                 after += c.tokens
         if record is not None:
-            record.add_stage(
-                "crop", cropped=cropped, rejected=rejected, tokens_before=before, tokens_after=after
-            )
+            record.add_stage("crop", **counts, tokens_before=before, tokens_after=after)

@@ -34,22 +34,43 @@ def test_facts_must_cite_a_shown_passage():
     assert rejected == ["Berlin is in Germany (P9)", "No source here"]
 
 
-def test_segments_must_be_verbatim_in_their_passage():
-    accepted, rejected = verified_segments(
+def test_facts_may_cite_several_passages_in_several_formats():
+    accepted, rejected = verified_facts(
         [
-            "[P1] It is on the Seine.",
-            "[P2] Berlin is the largest city in Europe.",
-            "[P1]  paris is the CAPITAL of france",
-            "no id at all",
-            "[P7] It is on the Seine.",
+            "Both are capitals (P1, P2).",
+            "Both are capitals (P1 and P2)",
+            "Paris is on the Seine [P1]",
+            "Paris and Atlantis (P1, P9)",
         ],
         LABELS,
     )
+    assert len(accepted) == 3 and rejected == ["Paris and Atlantis (P1, P9)"]
+
+
+def test_segments_must_be_copies_of_their_passage_and_keep_the_passages_text():
+    segments = [
+        "[P1] It is on the Seine.",
+        "[P2] Berlin is the largest city in Europe.",
+        "[P1]  paris is the CAPITAL of france",
+        "no id at all",
+        "[P7] It is on the Seine.",
+        "P1: Paris is the capital of France, it is on the Seine",  # almost verbatim
+    ]
+    accepted, rejected = verified_segments(segments, LABELS, mode="exact")
     assert [(c.id, s) for c, s in accepted] == [
         ("paris#0", "It is on the Seine."),
-        ("paris#0", "paris is the CAPITAL of france"),
+        ("paris#0", "Paris is the capital of France"),  # the passage's text, not the copy's
     ]
-    assert len(rejected) == 3
+    assert len(rejected) == 4
+    accepted, rejected = verified_segments(segments, LABELS, mode="fuzzy", threshold=0.9)
+    assert [s for _, s in accepted][-1] == "Paris is the capital of France. It is on the Seine"
+    assert len(rejected) == 3  # an invented sentence, no id, an id never shown
+
+
+def test_stable_passage_labels():
+    state = AgentState()
+    assert [state.label(LABELS["P2"]), state.label(LABELS["P1"])] == ["P1", "P2"]
+    assert state.label(LABELS["P2"]) == "P1"  # the same chunk keeps its label
 
 
 def test_state_keeps_segments_once():

@@ -136,3 +136,14 @@ def test_default_budget_scales_to_the_model_and_knobs(scripted_lm, lake, monkeyp
     assert OneShot(lake).budget() == 2048  # no lm: the embedded model's 8,192 / 4
     program = OneShot(lake, lm=lm)
     assert program.knobs["selector"] == "exact" and program.knobs["pool_size"] == 50
+
+
+def test_a_crop_saying_nothing_helps_drops_the_chunk_and_the_budget_refills(scripted_lm, lake):
+    scripted_lm(script({"Emerald Bay": "NONE"}))
+    question = "How deep and cold is Lake Tahoe in the Sierra Nevada, seen from Emerald Bay?"
+    prediction = OneShot(lake, token_budget=40, pool_size=5, crop=True)(question=question)
+    crop = next(s for s in prediction.trace["stages"] if s["stage"] == "crop")
+    assert crop["dropped"] == 1 and "d#0" not in prediction.evidence
+    kept = OneShot(lake, token_budget=40, pool_size=5, crop=True, crop_drops=False)
+    scripted_lm(script({"Emerald Bay": "NONE"}))
+    assert "d#0" in kept(question=question).evidence
