@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from netcast.optimize.metrics import BY_NAME, COST, QUALITY
+from netcast.optimize.metrics import BY_NAME, COST, PROTOCOL, QUALITY
 
 console = Console()
 err_console = Console(stderr=True)
@@ -34,9 +34,10 @@ def results_table(title: str, aggregate: dict[str, Any]) -> Table:
     table = Table(title=title, caption=f"{aggregate.get('n', 0)} questions")
     for header in ("quality", "", "cost per question", ""):
         table.add_column(header)
-    for i in range(max(len(QUALITY), len(COST))):
+    right = (*COST, *PROTOCOL)
+    for i in range(max(len(QUALITY), len(right))):
         cells = []
-        for names in (QUALITY, COST):
+        for names in (QUALITY, right):
             measure = BY_NAME[names[i]] if i < len(names) else None
             cells += (
                 [measure.label, measure.format(aggregate.get(measure.name))]

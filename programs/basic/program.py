@@ -7,7 +7,7 @@ import dspy
 from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
-from netcast.signatures import AnswerQuestion
+from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 
 @register
@@ -20,8 +20,10 @@ class BasicRAG(NetcastProgram):
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
-        step = dspy.ChainOfThought if self.knobs["chain_of_thought"] else dspy.Predict
-        self.answer = step(AnswerQuestion)
+        if self.knobs["chain_of_thought"]:
+            self.answer = dspy.ChainOfThought(AnswerQuestion)
+        else:  # a short span: the output is capped (reasoning, when on, is not)
+            self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def forward(self, question: str) -> dspy.Prediction:
         hits = self.search(question, self.knobs["top_k"])

@@ -34,7 +34,7 @@ from netcast.programs.iterative.signatures import DeleteChunks, FinalAnswer, Nex
 from netcast.programs.registry import register
 from netcast.programs.shared.budget import budgeted_hits, default_token_budget
 from netcast.retrievers.base import Hit
-from netcast.signatures import Contextualize
+from netcast.signatures import ANSWER_TOKENS, Contextualize
 
 BOOL = knobs.Choice((False, True))
 
@@ -118,7 +118,7 @@ class Iterative(NetcastProgram):
         step = dspy.ChainOfThought if self.knobs["reasoning"] else dspy.Predict
         self.decide = step(NextAction)
         self.delete_chunks = dspy.Predict(DeleteChunks)
-        self.answer = dspy.Predict(FinalAnswer)
+        self.answer = dspy.Predict(FinalAnswer, max_tokens=ANSWER_TOKENS)
         self.contextualize = dspy.Predict(Contextualize)
 
     def next_action(

@@ -3,7 +3,12 @@ than "False", given a DSPy-formatted prompt and the start of its reply.
 
 An engine that offers ``next_token_logprobs(messages, prefix, candidates)`` (the embedded
 llama.cpp engine, or a test's fake) is asked directly; other LMs go through litellm with
-``logprobs=True`` where the provider returns them."""
+``logprobs=True`` where the provider returns them.
+
+Each verdict is matched in its spellings ("True", "true", " True", " true": tokenizers differ in
+whether a leading space or the case is part of the first token), and their probabilities are
+added. When neither verdict is among the candidates the model could produce (no logprobs for
+either), the result is ``None``: nothing validates by default."""
 
 from __future__ import annotations
 
@@ -13,22 +18,33 @@ from typing import Any
 from netcast import trace
 from netcast.errors import ModelCallError
 
+VERDICTS = {
+    "True": ("True", "true", " True", " true"),
+    "False": ("False", "false", " False", " false"),
+}
 
-def p_true(lm: Any, messages: list[dict[str, str]], prefix: str) -> float:
-    """P("True") / (P("True") + P("False")) for the next token."""
+
+def p_true(lm: Any, messages: list[dict[str, str]], prefix: str) -> float | None:
+    """P("True") / (P("True") + P("False")) for the next token, or None if neither appears."""
     engine = getattr(lm, "engine", None)
     if hasattr(engine, "next_token_logprobs"):
-        logprobs, n_prompt = engine.next_token_logprobs(messages, prefix, ("True", "False"))
+        spellings = tuple(s for group in VERDICTS.values() for s in group)
+        logprobs, n_prompt = engine.next_token_logprobs(messages, prefix, spellings)
+        # spellings that share a first token are the same event: count each token once
+        mass = {
+            verdict: math.fsum(math.exp(lp) for lp in set(logprobs[s] for s in group))
+            for verdict, group in VERDICTS.items()
+        }
     else:
-        logprobs, n_prompt = _litellm_logprobs(lm, messages, prefix)
+        mass, n_prompt = _litellm_mass(lm, messages, prefix)
     active = trace.current()
     if active is not None:
         active.add_lm_call(n_prompt, 1, cached=False)
-    t, f = math.exp(logprobs["True"]), math.exp(logprobs["False"])
-    return t / (t + f) if t + f > 0 else 0.5
+    total = mass["True"] + mass["False"]
+    return mass["True"] / total if total > 0 else None
 
 
-def _litellm_logprobs(lm: Any, messages, prefix) -> tuple[dict[str, float], int]:
+def _litellm_mass(lm: Any, messages, prefix) -> tuple[dict[str, float], int]:
     import litellm
 
     asked = [
@@ -56,9 +72,10 @@ def _litellm_logprobs(lm: Any, messages, prefix) -> tuple[dict[str, float], int]
         top = response.choices[0].logprobs["content"][0]["top_logprobs"]
     except Exception as err:
         raise ModelCallError(f"{lm.model}: no token logprobs for forced decoding ({err})") from err
-    found = {"True": -math.inf, "False": -math.inf}
+    mass = {"True": 0.0, "False": 0.0}
     for entry in top:
-        token = entry["token"].strip()
-        if token in found:
-            found[token] = max(found[token], entry["logprob"])
-    return found, int(getattr(response.usage, "prompt_tokens", 0) or 0)
+        token = entry["token"].strip().lower()
+        for verdict in mass:
+            if token == verdict.lower():
+                mass[verdict] += math.exp(entry["logprob"])
+    return mass, int(getattr(response.usage, "prompt_tokens", 0) or 0)

@@ -20,6 +20,7 @@ from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.iterkey.forced import p_true
 from netcast.programs.iterkey.signatures import (
+    AnswerFromDocuments,
     GenerateKeywords,
     RegenerateKeywords,
     RegenerateKeywordsFromDocument,
@@ -27,7 +28,7 @@ from netcast.programs.iterkey.signatures import (
 )
 from netcast.programs.registry import register
 from netcast.programs.shared.lists import parse_list
-from netcast.signatures import AnswerQuestion
+from netcast.signatures import FORMAT_TOKENS
 
 VARIANTS = ("standard", "doc_by_doc", "cot")
 
@@ -44,8 +45,10 @@ class IterKey(NetcastProgram):
     class Knobs(knobs.Knobs):
         max_iters: int = knobs.knob(5, search=knobs.IntRange(1, 5), ge=1)
         k: int = knobs.knob(3, search=knobs.IntRange(1, 10), ge=1)
+        # the paper validates by the higher probability of "True" or "False" as the next
+        # token (forced decoding, "logprobs"); "text" reads the model's written verdict
         validation: Literal["text", "logprobs"] = knobs.knob(
-            "text", search=knobs.Choice(("text", "logprobs"))
+            "logprobs", search=knobs.Choice(("text", "logprobs"))
         )
         # P(True) needed in logprobs mode; small models lean to False
         threshold: float = knobs.knob(0.5, search=knobs.FloatRange(0.05, 0.95), ge=0.0, le=1.0)
@@ -57,13 +60,22 @@ class IterKey(NetcastProgram):
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
-        step = dspy.ChainOfThought if self.knobs["variant"] == "cot" else dspy.Predict
-        self.generate = dspy.Predict(GenerateKeywords)
-        self.answer = dspy.Predict(AnswerQuestion)
-        self.validate = step(ValidateAnswer)  # text mode
+        cot = self.knobs["variant"] == "cot"
+        # the paper's output limits per step (Table 14: keywords 50, answer 50, validation 30
+        # tokens), plus what DSPy's field markers take; chain-of-thought steps are not capped
+        keywords, answer, validation = (limit + FORMAT_TOKENS for limit in (50, 50, 30))
+        self.generate = dspy.Predict(GenerateKeywords, max_tokens=keywords)
+        self.answer = dspy.Predict(AnswerFromDocuments, max_tokens=answer)
+        if cot:
+            self.validate = dspy.ChainOfThought(ValidateAnswer)  # text mode
+            self.regenerate = dspy.ChainOfThought(RegenerateKeywords)
+        else:
+            self.validate = dspy.Predict(ValidateAnswer, max_tokens=validation)
+            self.regenerate = dspy.Predict(RegenerateKeywords, max_tokens=keywords)
         self.validate_next_token = dspy.Predict(ValidateAnswer)  # logprobs mode
-        self.regenerate = step(RegenerateKeywords)
-        self.regenerate_from_document = dspy.Predict(RegenerateKeywordsFromDocument)
+        self.regenerate_from_document = dspy.Predict(
+            RegenerateKeywordsFromDocument, max_tokens=keywords
+        )
 
     def check(self, question: str, answer: str, documents: list[str]) -> tuple[bool, float]:
         """(validated, P(True)); in text mode P(True) is 1.0 or 0.0."""
@@ -76,6 +88,9 @@ class IterKey(NetcastProgram):
             )
             lm = predictor.lm or dspy.settings.lm  # the program's own LM (set_lm), if bound
             p = p_true(lm, messages, "[[ ## is_correct ## ]]\n")
+            if p is None:  # neither verdict among the model's next tokens: nothing validates
+                trace.count("validate_next_token", "fallbacks")
+                return False, 0.0
             return p >= self.knobs["threshold"], p
         try:
             verdict = bool(
@@ -133,8 +148,9 @@ class IterKey(NetcastProgram):
         validated = valid
         if validated or knobs["on_fail"] == "last":
             answer, _, ids, documents = tries[-1]
-        else:
-            answer, _, ids, documents = max(tries, key=lambda t: t[1])
+        else:  # the most probable answer; among equals (text mode: all 0.0) the latest
+            best = max(range(len(tries)), key=lambda i: (tries[i][1], i))
+            answer, _, ids, documents = tries[best]
         return dspy.Prediction(
             answer=answer,
             evidence=ids,

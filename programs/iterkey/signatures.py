@@ -1,4 +1,6 @@
-"""IterKey's LLM steps: keywords for BM25 (generate, regenerate), answer validation."""
+"""IterKey's LLM steps (the paper's Table 13 prompts as Signatures): keywords for BM25
+(generate, regenerate), the answer from the documents and the model's own knowledge, and the
+True/False validation of that answer."""
 
 import dspy
 
@@ -32,6 +34,17 @@ class RegenerateKeywordsFromDocument(dspy.Signature):
     previous_keywords: list[str] = dspy.InputField()
     document: str = dspy.InputField()
     keywords: str = dspy.OutputField(desc='a JSON list, e.g. ["term one", "term two"]')
+
+
+class AnswerFromDocuments(dspy.Signature):
+    """Answer the question. Below are some documents that may contain information relevant to
+    the question: consider the information in these documents while combining it with your own
+    knowledge to answer the question accurately. Provide a clear and concise answer, a few
+    words, with no additional text."""
+
+    context: list[str] = dspy.InputField(desc="retrieved documents, each 'title: text'")
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField(desc="a short answer, a few words at most")
 
 
 class ValidateAnswer(dspy.Signature):

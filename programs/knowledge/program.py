@@ -25,7 +25,7 @@ from netcast.programs.knowledge.concurrency import run_concurrently
 from netcast.programs.knowledge.signatures import ExtractKnowledge, FilterContext, PlanQuery
 from netcast.programs.registry import register
 from netcast.programs.shared.lists import parse_list
-from netcast.signatures import AnswerQuestion
+from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 # Competitive agents start from the same state; each plans from its own angle so that they do
 # not issue the same queries.
@@ -64,7 +64,7 @@ class KnowledgeAware(NetcastProgram):
         self.plan = dspy.Predict(PlanQuery)
         self.extract = dspy.Predict(ExtractKnowledge)
         self.filter = dspy.Predict(FilterContext)
-        self.generate = dspy.Predict(AnswerQuestion)
+        self.generate = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     # --- one step of one agent -----------------------------------------------------------
 

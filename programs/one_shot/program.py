@@ -21,7 +21,7 @@ from netcast.programs.one_shot.cropping import DROP, verified_crop
 from netcast.programs.one_shot.signatures import CropChunk
 from netcast.programs.registry import register
 from netcast.programs.shared.budget import default_token_budget, relevance, select
-from netcast.signatures import AnswerQuestion
+from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 Rule = Literal["declared_year", "declared_region", "text_year", "entity_alignment"]
 
@@ -78,7 +78,7 @@ class OneShot(NetcastProgram):
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         self.crop_chunk = dspy.Predict(CropChunk)
-        self.answer = dspy.Predict(AnswerQuestion)
+        self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def budget(self) -> int:
         return int(self.knobs["token_budget"] or default_token_budget(self.context_window))

@@ -15,7 +15,7 @@ from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.search_r1.signatures import ReasonAndAct
-from netcast.signatures import AnswerQuestion, Contextualize
+from netcast.signatures import ANSWER_TOKENS, AnswerQuestion, Contextualize
 
 
 @register
@@ -35,7 +35,7 @@ class SearchR1(NetcastProgram):
         super().__init__(retriever, lm=lm, **knob_values)
         self.step = dspy.ChainOfThought(ReasonAndAct)
         self.contextualize = dspy.Predict(Contextualize)
-        self.answer = dspy.Predict(AnswerQuestion)
+        self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def forward(self, question: str) -> dspy.Prediction:
         knobs = self.knobs

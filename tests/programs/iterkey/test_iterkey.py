@@ -35,7 +35,7 @@ def turns(prediction):
 def test_stops_at_the_first_true(scripted_lm, bm25):
     script, calls = iterkey_script(["True"])
     _, engine = scripted_lm(script)
-    prediction = IterKey(bm25)(question="What is the capital of France?")
+    prediction = IterKey(bm25, validation="text")(question="What is the capital of France?")
     assert prediction.answer == "answer 1" and prediction.validated and prediction.iterations == 1
     assert calls["regenerate"] == 0 and prediction.trace["lm_calls"] == 3
     first = turns(prediction)[0]
@@ -49,7 +49,7 @@ def test_stops_at_the_first_true(scripted_lm, bm25):
 def test_regenerates_on_false_with_the_previous_keywords_in_the_prompt(scripted_lm, bm25):
     script, calls = iterkey_script(["False", "False", "True"])
     _, engine = scripted_lm(script)
-    prediction = IterKey(bm25, k=2)(question="Which river flows through Paris?")
+    prediction = IterKey(bm25, validation="text", k=2)(question="Which river flows through Paris?")
     assert prediction.iterations == 3 and calls["regenerate"] == 2
     regen_prompts = [p for p in engine.prompts if "[[ ## previous_keywords ## ]]" in p]
     assert '"Paris"' in regen_prompts[0] and '"capital"' in regen_prompts[0]
@@ -65,7 +65,7 @@ def test_regenerates_on_false_with_the_previous_keywords_in_the_prompt(scripted_
 def test_max_iters_and_what_to_return_when_nothing_validates(scripted_lm, bm25):
     script, _ = iterkey_script(["False"] * 5)
     scripted_lm(script)
-    prediction = IterKey(bm25, max_iters=3)(question="capital of France?")
+    prediction = IterKey(bm25, validation="text", max_iters=3)(question="capital of France?")
     assert prediction.iterations == 3 and not prediction.validated
     assert prediction.answer == "answer 3"  # on_fail="last"
 
@@ -83,7 +83,8 @@ class LogprobEngine(ScriptedEngine):
 
         self.forced.append((messages, prefix))
         p = self.p_trues.pop(0)
-        return {"True": math.log(p), "False": math.log(1 - p)}, 100
+        verdict = {"true": math.log(p), "false": math.log(1 - p)}
+        return {c: verdict[c.strip().lower()] for c in candidates}, 100
 
 
 def forced_lm(scripted_lm, p_trues):
@@ -117,7 +118,9 @@ def test_on_fail_best_returns_the_most_probable_answer(scripted_lm, bm25):
 def test_document_by_document_regeneration(scripted_lm, bm25):
     script, calls = iterkey_script(["False", "True"])
     scripted_lm(script)
-    prediction = IterKey(bm25, k=2, variant="doc_by_doc")(question="capital of France?")
+    prediction = IterKey(bm25, validation="text", k=2, variant="doc_by_doc")(
+        question="capital of France?"
+    )
     assert calls["document"] == 2 and calls["regenerate"] == 0
     assert turns(prediction)[1]["keywords"] == ["doc term 1", "doc term 2"]
 
@@ -131,7 +134,7 @@ def test_cot_variant_reasons_before_validating(scripted_lm, bm25):
         return {"keywords": '["Paris"]'}
 
     _, engine = scripted_lm(script)
-    prediction = IterKey(bm25, variant="cot")(question="capital of France?")
+    prediction = IterKey(bm25, validation="text", variant="cot")(question="capital of France?")
     assert prediction.validated and any("[[ ## reasoning ## ]]" in p for p in engine.prompts)
 
 
@@ -156,3 +159,38 @@ def test_forced_decoding_asks_the_model_the_program_is_bound_to(scripted_lm, bm2
     prediction = program(question="capital?")
     assert prediction.validated and engine.forced and engine.prompts
     assert prediction.trace["lm_calls"] == len(engine.prompts) + len(engine.forced)
+
+
+def test_the_papers_settings_are_the_defaults(bm25):
+    program = IterKey(bm25)
+    assert program.knobs["validation"] == "logprobs" and program.knobs["threshold"] == 0.5
+    assert "your own\nknowledge" in program.answer.signature.instructions
+    limits = {name: p.config.get("max_tokens") for name, p in program.named_predictors()}
+    assert limits["generate"] == limits["answer"] == 70 and limits["validate"] == 50
+
+
+class SilentEngine(LogprobEngine):
+    """Forced decoding where neither verdict is a likely next token."""
+
+    def next_token_logprobs(self, messages, prefix, candidates):
+        self.forced.append((messages, prefix))
+        return {c: float("-inf") for c in candidates}, 100
+
+
+def test_missing_verdict_logprobs_validate_nothing(scripted_lm, bm25):
+    import dspy
+
+    script, _ = iterkey_script([])
+    scripted_lm(script)
+    engine = SilentEngine(script, [])
+    dspy.configure(lm=dspy.LM("scripted/silent", engine=engine, cache=False, num_retries=0))
+    prediction = IterKey(bm25, max_iters=2, threshold=0.0)(question="capital?")
+    assert not prediction.validated and prediction.iterations == 2
+    assert prediction.trace["steps"]["validate_next_token"]["fallbacks"] == 2
+
+
+def test_on_fail_best_in_text_mode_keeps_the_latest_answer(scripted_lm, bm25):
+    script, _ = iterkey_script(["False"] * 3)
+    scripted_lm(script)
+    program = IterKey(bm25, validation="text", max_iters=3, on_fail="best")
+    assert program(question="capital?").answer == "answer 3"
