@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from contextlib import nullcontext
 from typing import Any, ClassVar
 
 import dspy
@@ -13,7 +14,7 @@ import dspy
 from netcast import trace
 from netcast.corpus import format_passage
 from netcast.models import usage
-from netcast.models.factory import context_window, make_lm
+from netcast.models.factory import context_window, default_adapter, make_lm
 from netcast.programs import knobs as knobs_mod
 from netcast.programs.shared.search import SearchSession
 from netcast.retrievers.base import Hit, Retriever
@@ -24,10 +25,11 @@ class NetcastProgram(dspy.Module):
     papers' settings, with Optuna ranges), and implement ``forward(question)`` returning a
     ``dspy.Prediction`` with ``answer``, ``evidence`` (chunk ids) and ``context``.
 
-    ``lm`` is the model the program is built for. It only sizes data-level defaults (a token
-    budget of ``None`` is a quarter of its context window; with no ``lm``, the embedded model's
-    window); it does not bind the program to it: ``program.set_lm(lm)`` does that (DSPy's own
-    mechanism; ``netcast.load`` returns programs bound to their model).
+    ``lm`` is the model the program is built for. It sizes data-level defaults (a token budget
+    of ``None`` is a quarter of its context window; with no ``lm``, the embedded model's
+    window) and picks the adapter its replies are read with (``default_adapter``: JSON under a
+    schema where the model takes one); it does not bind the program to it: ``program.set_lm``
+    does that (DSPy's own mechanism; ``netcast.load`` returns programs bound to their model).
     """
 
     name: ClassVar[str] = ""
@@ -38,6 +40,9 @@ class NetcastProgram(dspy.Module):
         self.knobs = knobs_mod.validate(self.name, self.Knobs, knobs)
         self.retriever = retriever
         self.context_window = context_window(lm)
+        # the adapter for lm's replies (JSON under a schema where lm takes one); an adapter the
+        # caller sets with dspy.context wins
+        self.adapter = default_adapter(lm)
 
     @classmethod
     def knob_defaults(cls) -> dict[str, Any]:
@@ -87,7 +92,12 @@ class NetcastProgram(dspy.Module):
         return self._aux
 
     def __call__(self, *args: Any, **kwargs: Any) -> dspy.Prediction:
-        with trace.recording() as recorded, usage.counting(self):
+        adapter = self.adapter if dspy.settings.adapter is None else None
+        with (
+            trace.recording() as recorded,
+            usage.counting(self),
+            dspy.context(adapter=adapter) if adapter is not None else nullcontext(),
+        ):
             prediction = super().__call__(*args, **kwargs)
         prediction.trace = recorded.to_dict()
         return prediction

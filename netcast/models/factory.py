@@ -46,7 +46,9 @@ def use_netcast_cache() -> None:
 def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     """A DSPy LM: an embedded model by name (``"embedded"``, ``"embedded-1.5b"``), else a
     litellm string (``openai/gpt-4o-mini``, ``ollama_chat/llama3.1``, ...). Temperature 0 by
-    default. Uses netcast's DSPy cache directory."""
+    default. Uses netcast's DSPy cache directory. Embedded models decode under the JSON schema
+    of each step's outputs (``constrained=True``, see ``default_adapter``); ``constrained=False``
+    decodes freely, for comparison."""
     use_netcast_cache()
     name = model_name(model)
     lm_kwargs.setdefault("temperature", 0.0)
@@ -61,9 +63,11 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
             n_ctx=n_ctx,
             max_tokens=max_tokens,
             prefix_cache=prefix_cache,
+            constrained=lm_kwargs.pop("constrained", True),
         )
         lm_kwargs.setdefault("num_retries", 0)
         return EmbeddedLM(name, engine, max_tokens=max_tokens, **lm_kwargs)
+    lm_kwargs.pop("constrained", None)  # a provider's structured output: see default_adapter
     lm_kwargs.setdefault("max_tokens", 1024)
     lm_kwargs.setdefault("num_retries", 3)
     return dspy.LM(name, **lm_kwargs)
@@ -75,6 +79,20 @@ def configure(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     lm = make_lm(model, **lm_kwargs)
     dspy.configure(lm=lm)
     return lm
+
+
+def default_adapter(lm: Any) -> dspy.Adapter | None:
+    """The adapter netcast runs ``lm``'s steps with: DSPy's JSONAdapter where the model takes a
+    JSON-schema ``response_format`` (a constrained embedded engine: every reply parses, a
+    ``Literal`` field takes only its values; a provider with structured outputs), else None
+    (DSPy's default: its chat format, with JSON as the fallback)."""
+    if lm is None:
+        return None
+    try:
+        structured = bool(lm.supports_response_schema)
+    except Exception:  # a provider litellm cannot describe
+        structured = False
+    return dspy.JSONAdapter() if structured else None
 
 
 def embedded_name(lm: Any) -> str | None:

@@ -42,6 +42,11 @@ class LlamaCppEngine:
     with the previous one (llama.cpp's own mechanism; 1.1-1.2x faster on repeated DSPy prompts,
     benchmarks/embedded_model.py); ``"off"`` evaluates every prompt from scratch. A RAM cache of
     older prompt states (``LlamaRAMCache``) was measured too and gave no gain, so it is not offered.
+
+    ``constrained=True`` decodes under the JSON schema of a request's ``response_format`` (what
+    DSPy's JSONAdapter sends once the engine declares it takes one) with xgrammar's token mask
+    (``netcast.models.grammar``), so JSON replies always parse and ``Literal`` fields take only
+    allowed values; ``False`` declares no ``response_format`` support and decodes freely.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class LlamaCppEngine:
         max_tokens: int = 384,
         seed: int = 0,
         prefix_cache: str = "last",
+        constrained: bool = True,
     ):
         if prefix_cache not in PREFIX_CACHE_MODES:
             raise ValueError(f"prefix_cache must be one of {PREFIX_CACHE_MODES}")
@@ -61,7 +67,9 @@ class LlamaCppEngine:
         self.max_tokens = max_tokens
         self.seed = seed
         self.prefix_cache = prefix_cache
+        self.constrained = constrained
         self._llm = None
+        self._grammars = None
         self._lock = threading.Lock()
 
     def _model(self):
@@ -78,6 +86,30 @@ class LlamaCppEngine:
             )
         return self._llm
 
+    @property
+    def supports_response_schema(self) -> bool:
+        """DSPy reads this (and ``supported_params``) from a custom engine to decide whether its
+        JSONAdapter sends a JSON-schema ``response_format``."""
+        return self.constrained
+
+    @property
+    def supported_params(self) -> frozenset[str]:
+        params = {"temperature", "max_tokens", "top_p", "stop", "seed"}
+        return frozenset(params | {"response_format"} if self.constrained else params)
+
+    def _grammar(self, llm, response_format: dict[str, Any] | None):
+        """The logits processors that decode under ``response_format``; None decodes freely."""
+        from netcast.models.grammar import Grammars, schema_of
+
+        schema = schema_of(response_format) if self.constrained else None
+        if schema is None:
+            return None
+        from llama_cpp import LogitsProcessorList
+
+        if self._grammars is None:
+            self._grammars = Grammars.for_model(llm)
+        return LogitsProcessorList([self._grammars.processor(schema)])
+
     def tokenize(self, text: str) -> list[int]:
         with self._lock:
             return self._model().tokenize(text.encode("utf-8"), add_bos=False, special=False)
@@ -90,6 +122,7 @@ class LlamaCppEngine:
             llm = self._model()
             if self.prefix_cache == "off":
                 llm.reset()
+            processors = self._grammar(llm, config.response_format)
             try:
                 out = llm.create_chat_completion(
                     messages=chat_messages(request),
@@ -98,6 +131,7 @@ class LlamaCppEngine:
                     max_tokens=max_tokens,
                     stop=list(config.stop) or None,
                     seed=config.seed if config.seed is not None else self.seed,
+                    logits_processor=processors,
                 )
             except ValueError as err:
                 if "context window" in str(err):
@@ -164,6 +198,7 @@ class LlamaCppEngine:
             if self._llm is not None:
                 self._llm.close()
                 self._llm = None
+                self._grammars = None
 
     def dump_state(self) -> dict[str, Any]:
         return {
@@ -172,6 +207,7 @@ class LlamaCppEngine:
             "max_tokens": self.max_tokens,
             "seed": self.seed,
             "prefix_cache": self.prefix_cache,
+            "constrained": self.constrained,
         }
 
     @classmethod
