@@ -104,6 +104,9 @@ class Iterative(NetcastProgram):
         reasoning: bool = True  # reason before each decision (ChainOfThought)
         notes: bool = True  # the final answer sees the agent's reasoning
         search_first: bool = True  # an empty context never answers: search the question first
+        # a query searched before finds nothing new (without de-dup): answer instead of
+        # spending the turn (small models repeat their query; counted as a decide fallback)
+        stop_on_repeat: bool = True
         # "budget": the first round's fallback is the Top-K_max selection (§4.4, combined)
         initial: Literal["none", "budget"] = "none"
         # for initial="budget"; None: a quarter of the model's context window
@@ -178,6 +181,15 @@ class Iterative(NetcastProgram):
             action, query, forced = decision["action"], decision["query"], False
             if action != "search" and not searched and k["search_first"]:
                 action, query, forced = "search", question, True
+                trace.count("decide", "fallbacks")
+            searched_queries = {s["query"] for s in record.searches} if record else set()
+            if (
+                action == "search"
+                and k["stop_on_repeat"]
+                and not k["dedup"]
+                and (query or question) in searched_queries
+            ):
+                action = "answer"
                 trace.count("decide", "fallbacks")
             step = {"turn": turn, "action": action, "forced": forced, "query": None}
             if action == "search":

@@ -204,3 +204,14 @@ def test_test_time_modules_switch_on_in_the_iterative_program(scripted_lm, docs)
     assert not set(first["returned"]) & set(second["returned"])  # de-duplicated
     decisions = [p for p in engine.prompts if "[[ ## history ## ]]" in p]
     assert "[memory] Paris is the capital of France." in decisions[-1]
+
+
+def test_a_repeated_query_ends_the_search(scripted_lm, docs):
+    scripted_lm(agent([{"action": "search", "query": "Seine"}] * 3))
+    prediction = Iterative(docs, k=2, fallback=False)(question="Which river is in Paris?")
+    assert searches(prediction) == ["Seine"]
+    assert [t["action"] for t in prediction.trace["turns"]] == ["search", "answer"]
+    assert prediction.trace["steps"]["decide"]["fallbacks"] == 1
+    scripted_lm(agent([{"action": "search", "query": "Seine"}] * 3))
+    again = Iterative(docs, k=2, fallback=False, stop_on_repeat=False, max_turns=3)
+    assert searches(again(question="Which river is in Paris?")) == ["Seine"] * 3
