@@ -1,13 +1,26 @@
 """Knowledge-aware iterative retrieval (Knowledge-Aware Iterative Retrieval for Multi-Agent
-Systems, Algorithm 1): each step plans a query from what is Known and what is Required
-(rejecting queries too close to earlier ones), retrieves (BM25 top-10), extracts new facts
-(each citing a passage) and the remaining gaps, and filters the passages down to verbatim
-segments; it stops when nothing is Required or at ``max_steps``. A separate generator answers
-from the refined context.
+Systems, Algorithm 1). Each step an agent plans a query from what is Known and what is Required
+(progressive diversity promotion, Eq. 2: a candidate query is scored by its difference from
+earlier queries and its relevance to the open gaps, weighted by ``diversity_weight``),
+retrieves (BM25 top-10), updates its knowledge (Eq. 4: every known fact is checked against the
+new passages and kept, corrected or dropped, and must cite a passage it has seen; the gaps are
+listed anew), and filters the context (Eq. 3 and 5: the refined context so far and the new
+passages are filtered again with the latest Known and Required, so it stays bounded; segments
+must be copies of their passage and keep the passage's own text). It stops when nothing is
+Required or at ``max_steps``. A separate generator (``generator_model``) answers from the refined
+context.
 
-With ``n_agents`` > 1: *competitive* agents keep their own state, the system stops as soon as
-one has no open gap and keeps the agent with the fewest; *collaborative* agents share one
-knowledge base and context, and the open gaps are dealt out across them each step."""
+With ``n_agents`` > 1 (Section 3.3): *competitive* agents keep their own Known and Required and
+each proposes a step; the agent with the fewest open gaps wins the step (Eq. 6) and its filtered
+context becomes the shared refined context every agent sees next; the system stops as soon as an
+agent has no open gap. *Collaborative* agents share one knowledge base and context and act in
+sequence within a step, each on the next open gap, so agent 2 plans from what agent 1 just found.
+Role perspectives are off by default (in the paper they emerge); ``perspectives`` gives each
+competitive agent a fixed angle.
+
+Deliberate choices, as knobs: ``revise_known=False`` keeps Known append-only, ``refilter=False``
+only adds to the refined context (netcast's earlier behaviour); ``match="exact"`` is the paper's
+verbatim rule for segments (default ``fuzzy``, for small models)."""
 
 from __future__ import annotations
 
@@ -27,8 +40,7 @@ from netcast.programs.registry import register
 from netcast.programs.shared.lists import parse_list
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
-# Competitive agents start from the same state; each plans from its own angle so that they do
-# not issue the same queries.
+# With ``perspectives``, competitive agents plan from these fixed angles.
 PERSPECTIVES = (
     "search for the most specific named entity involved",
     "search for the relation or event that links the entities",
@@ -41,17 +53,24 @@ class KnowledgeAware(NetcastProgram):
     name = "knowledge"
 
     class Knobs(knobs.Knobs):
-        max_steps: int = knobs.knob(4, search=knobs.IntRange(1, 6), ge=1)
+        # the paper observed 4.9 steps on average, up to 6
+        max_steps: int = knobs.knob(6, search=knobs.IntRange(1, 8), ge=1)
         k: int = knobs.knob(10, search=knobs.IntRange(3, 15), ge=1)
         n_agents: int = knobs.knob(1, search=knobs.IntRange(1, 3), ge=1, le=3)
         mode: Literal["competitive", "collaborative"] = knobs.knob(
             "competitive", search=knobs.Choice(("competitive", "collaborative"))
         )
-        # reject a query this similar (Jaccard) to an earlier one
+        # a planned query at least this similar (Jaccard) to an earlier one is planned again
         diversity_threshold: float = knobs.knob(
             0.8, search=knobs.FloatRange(0.5, 1.0), ge=0.0, le=1.0
         )
-        concurrent: bool = True  # run agents in threads (a local model serializes them anyway)
+        # Eq. 2: weight of difference from earlier queries against relevance to the gaps
+        diversity_weight: float = knobs.knob(0.5, search=knobs.FloatRange(0.0, 1.0), ge=0.0, le=1.0)
+        revise_known: bool = True  # Eq. 4: known facts are checked and may be dropped
+        refilter: bool = True  # Eq. 3/5: the refined context is filtered again each step
+        perspectives: bool = False  # fixed angles for competitive agents
+        generator_model: str | None = None  # the separate generator; None: the main model
+        concurrent: bool = True  # competitive agents in threads (a local model serializes)
         dedup: bool = False  # the test-time de-duplication module (Known already is a memory)
         # how a filtered segment must match its passage: the paper's verbatim rule ("exact",
         # whitespace and case aside) or a tolerant alignment ("fuzzy", netcast's default for
@@ -69,10 +88,11 @@ class KnowledgeAware(NetcastProgram):
     # --- one step of one agent -----------------------------------------------------------
 
     def plan_query(self, question: str, state: knowledge.AgentState, gap: str, perspective: str):
-        """A query that passes the diversity check, or None; and the rejected ones."""
+        """The best candidate query by Eq. 2 (None if every candidate repeats an earlier
+        query), and the candidates with their scores."""
         focus = f"{gap} (approach: {perspective})" if perspective else gap
-        rejected = []
         history = list(state.history)
+        candidates: list[str] = []
         for _ in range(2):
             query = str(
                 self.plan(
@@ -84,127 +104,159 @@ class KnowledgeAware(NetcastProgram):
                 ).query
                 or ""
             ).strip()
+            if query:
+                candidates.append(query)
             if query and not knowledge.is_redundant(
                 query, state.history, self.knobs["diversity_threshold"]
             ):
-                trace.check("plan", True)
-                return query, rejected
-            trace.check("plan", False, "empty query" if not query else "too similar")
-            rejected.append(query)
-            history.append(f"{query} (rejected: too similar to an earlier query)")
-        if gap and not knowledge.is_redundant(
-            gap, state.history, self.knobs["diversity_threshold"]
-        ):
+                break
+            history.append(f"{query} (too similar to an earlier query)")
+        weight = self.knobs["diversity_weight"]
+        scored = [
+            (knowledge.diversity_score(q, state.history, state.required, weight), q)
+            for q in candidates
+        ]
+        fresh = [(s, q) for s, q in scored if not knowledge.is_redundant(q, state.history, 1.0)]
+        if not fresh and gap and not knowledge.is_redundant(gap, state.history, 1.0):
+            # every planned query repeats an earlier one: search the gap itself
             trace.count("plan", "fallbacks")
-            return gap, rejected  # fall back to searching the gap itself
-        return None, rejected
+            score = knowledge.diversity_score(gap, state.history, state.required, weight)
+            scored.append((score, gap))
+            fresh = [(score, gap)]
+        if not fresh:
+            trace.check("plan", False, "every candidate repeats an earlier query")
+            return None, scored
+        trace.check("plan", True)
+        return max(fresh, key=lambda sq: sq[0])[1], scored
 
-    def explore(
-        self, question: str, state: knowledge.AgentState, gap: str, session, perspective: str = ""
-    ) -> tuple[dict, list]:
-        """Plan a query for ``gap`` and retrieve; returns the step record and the hits."""
-        query, rejected = self.plan_query(question, state, gap, perspective)
-        record = {"gap": gap, "query": query, "rejected_queries": rejected}
-        if query is None:
-            return {**record, "stalled": True, "returned": []}, []
-        state.history.append(query)
-        hits = session.search(query, self.knobs["k"])
-        return {**record, "returned": [h.chunk.id for h in hits]}, hits
-
-    def absorb(self, question: str, state: knowledge.AgentState, hits: list) -> dict:
-        """Extract facts and remaining gaps from ``hits`` into ``state``; keep verbatim
-        segments. Facts must cite a shown passage; segments must occur in their passage."""
-        if not hits:
-            return {
-                "new_facts": [],
-                "known": list(state.known),
-                "required": list(state.required),
-                "kept": [],
-            }
+    def update_knowledge(self, question: str, state: knowledge.AgentState, hits: list) -> dict:
+        """Eq. 4: revise Known against the new passages (facts must cite a passage the agent
+        has seen) and list the open gaps anew."""
         labels = {state.label(h.chunk): h.chunk for h in hits}
-        corpus = self.retriever.corpus  # a fact may cite any passage this agent has seen
+        corpus = self.retriever.corpus
         seen = {label: corpus[cid] for cid, label in state.labels.items()}
         shown = [f"[{label}] {format_passage(c.title, c.text)}" for label, c in labels.items()]
         try:
             out = self.extract(
                 question=question, known=state.known, required=state.required, passages=shown
             )
-            facts, unsupported = knowledge.verified_facts(list(out.new_facts or []), seen)
+            facts, unsupported = knowledge.verified_facts(list(out.known_facts or []), seen)
             gaps = parse_list(list(out.still_required or []))
         except AdapterParseError:
             trace.count("extract", "fallbacks")  # keep the state as it was
-            facts, unsupported, gaps = [], [], state.required
+            return {"new_facts": [], "dropped_facts": [], "unsupported_facts": []}
         for _ in facts:
             trace.check("extract", True)
         for _ in unsupported:
             trace.check("extract", False, "no valid citation")
-        state.known += [f for f in facts if f not in state.known]
+        before = list(state.known)
+        if self.knobs["revise_known"]:
+            state.known = list(dict.fromkeys(facts))
+        else:
+            state.known += [f for f in facts if f not in state.known]
         state.required = gaps
+        return {
+            "new_facts": [f for f in state.known if f not in before],
+            "dropped_facts": [f for f in before if f not in state.known],
+            "unsupported_facts": unsupported,
+        }
+
+    def filter_context(self, question: str, state: knowledge.AgentState, hits: list) -> dict:
+        """Eq. 3 and 5: the refined context so far and the new passages, filtered with the
+        latest Known and Required; kept segments are spans of their passage."""
+        corpus = self.retriever.corpus
+        shown_chunks = {state.label(h.chunk): h.chunk for h in hits}
+        shown = [f"[{lab}] {format_passage(c.title, c.text)}" for lab, c in shown_chunks.items()]
+        if self.knobs["refilter"]:
+            for cid, segments in state.segments.items():
+                label = state.label(corpus[cid])
+                shown.append(f"[{label}] {corpus[cid].title}: {' … '.join(segments)}")
+                shown_chunks[label] = corpus[cid]
         try:
             segments = list(
-                self.filter(question=question, known=state.known, passages=shown).segments or []
+                self.filter(
+                    question=question, known=state.known, required=state.required, passages=shown
+                ).segments
+                or []
             )
         except AdapterParseError:
-            trace.count("filter", "fallbacks")
-            segments = []
+            trace.count("filter", "fallbacks")  # the context stays as it was
+            return {"kept": [], "rejected_segments": []}
         kept, not_verbatim = knowledge.verified_segments(
-            segments, labels, self.knobs["match"], self.knobs["match_threshold"]
+            segments, shown_chunks, self.knobs["match"], self.knobs["match_threshold"]
         )
         for _ in kept:
             trace.check("filter", True)
         for _ in not_verbatim:
-            trace.check("filter", False, "not verbatim in the cited passage")
+            trace.check("filter", False, "not a copy of the cited passage")
+        if self.knobs["refilter"] and kept:
+            state.segments = {}
+        elif self.knobs["refilter"]:
+            trace.count("filter", "fallbacks")  # nothing usable: keep the context as it was
         for chunk, segment in kept:
             state.keep(chunk, segment)
-        return {
-            "new_facts": facts,
-            "unsupported_facts": unsupported,
-            "known": list(state.known),
-            "required": list(state.required),
-            "kept": [[c.id, seg] for c, seg in kept],
-            "rejected_segments": not_verbatim,
-        }
+        return {"kept": [[c.id, s] for c, s in kept], "rejected_segments": not_verbatim}
+
+    def agent_step(
+        self, question: str, state: knowledge.AgentState, gap: str, session, perspective: str = ""
+    ) -> dict:
+        """Plan, retrieve, update the knowledge, filter the context; the step's record."""
+        query, scored = self.plan_query(question, state, gap, perspective)
+        record = {"gap": gap, "query": query, "candidates": [[q, round(s, 3)] for s, q in scored]}
+        if query is None:
+            return {**record, "stalled": True, "returned": []}
+        state.history.append(query)
+        hits = session.search(query, self.knobs["k"])
+        record["returned"] = [h.chunk.id for h in hits]
+        if hits:
+            record.update(self.update_knowledge(question, state, hits))
+            record.update(self.filter_context(question, state, hits))
+        return {**record, "known": list(state.known), "required": list(state.required)}
 
     def perspective(self, agent: int) -> str:
-        return PERSPECTIVES[agent] if self.knobs["n_agents"] > 1 else ""
+        multi = self.knobs["n_agents"] > 1 and self.knobs["perspectives"]
+        return PERSPECTIVES[agent] if multi else ""
 
-    def competitive_round(self, question, states, sessions, workers) -> list[tuple[int, dict]]:
-        """Each agent with open gaps explores and absorbs into its own state."""
+    # --- rounds ----------------------------------------------------------------------------
 
-        def agent_step(i: int) -> dict:
-            record, hits = self.explore(
-                question, states[i], states[i].required[0], sessions[i], self.perspective(i)
-            )
-            return {**record, **self.absorb(question, states[i], hits)}
-
+    def competitive_round(self, question, states, sessions, workers, step, record) -> list:
+        """Every agent with open gaps proposes a step on its own knowledge; the fewest open
+        gaps wins (Eq. 6) and its context becomes the shared refined context."""
         live = [i for i, s in enumerate(states) if s.required]
-        results = run_concurrently([lambda i=i: agent_step(i) for i in live], workers)
+        results = run_concurrently(
+            [
+                lambda i=i: self.agent_step(
+                    question, states[i], states[i].required[0], sessions[i], self.perspective(i)
+                )
+                for i in live
+            ],
+            workers,
+        )
+        winner = min(live, key=lambda i: (len(states[i].required), -len(states[i].known), i))
+        shared = {cid: list(segs) for cid, segs in states[winner].segments.items()}
+        for s in states:
+            s.segments = {cid: list(segs) for cid, segs in shared.items()}
+        if record is not None and len(states) > 1:
+            record.add_stage("winner", step=step, agent=winner)
         return list(zip(live, results, strict=True))
 
-    def collaborative_round(self, question, state, session, workers) -> list[tuple[int, dict]]:
-        """Open gaps are dealt out across the agents; they search concurrently; what they find
-        is absorbed once into the one shared state."""
-        n = self.knobs["n_agents"]
-        gaps = state.required or [question]
-        assigned = [gaps[i % len(gaps)] for i in range(min(n, len(gaps)))]
-        explored = run_concurrently(
-            [lambda g=g: self.explore(question, state, g, session) for g in assigned], workers
-        )
-        hits, seen = [], set()
-        for _, agent_hits in explored:
-            for h in agent_hits:
-                if h.chunk.id not in seen:
-                    seen.add(h.chunk.id)
-                    hits.append(h)
-        shared = self.absorb(question, state, hits)
-        return [(i, {**record, **shared}) for i, (record, _) in enumerate(explored)]
+    def collaborative_round(self, question, state, session) -> list:
+        """The agents share one state and act in turn, each on the next open gap, so each
+        plans from what the one before it found."""
+        results, attempted = [], set()
+        for agent in range(self.knobs["n_agents"]):
+            gaps = [g for g in state.required if g not in attempted]
+            if not gaps:
+                break
+            attempted.add(gaps[0])
+            results.append((agent, self.agent_step(question, state, gaps[0], session)))
+        return results
 
     # --- the cycle -------------------------------------------------------------------------
 
     def forward(self, question: str) -> dspy.Prediction:
         n = self.knobs["n_agents"]
         record = trace.current()
-        workers = n if self.knobs["concurrent"] else 1
         collaborative = self.knobs["mode"] == "collaborative"
         states = [
             knowledge.AgentState(required=[question]) for _ in range(1 if collaborative else n)
@@ -213,9 +265,10 @@ class KnowledgeAware(NetcastProgram):
         step = 0
         for step in range(1, self.knobs["max_steps"] + 1):
             if collaborative:
-                results = self.collaborative_round(question, states[0], sessions[0], workers)
+                results = self.collaborative_round(question, states[0], sessions[0])
             else:
-                results = self.competitive_round(question, states, sessions, workers)
+                workers = n if self.knobs["concurrent"] else 1
+                results = self.competitive_round(question, states, sessions, workers, step, record)
             if record is not None:
                 for agent, result in results:
                     record.add_turn(step=step, agent=agent, **result)
@@ -227,13 +280,15 @@ class KnowledgeAware(NetcastProgram):
         )
         chosen = states[best]
         context = chosen.context(self.retriever.corpus)
-        answer = self.generate(context=context, question=question).answer
+        generator = self.generator_lm()
+        extra = {"lm": generator} if generator is not None else {}
+        out = self.generate(context=context, question=question, **extra)
         if record is not None:
             record.add_stage(
                 "result", agent=best, known=chosen.known, required=chosen.required, steps=step
             )
         return dspy.Prediction(
-            answer=answer,
+            answer=out.answer,
             evidence=list(chosen.segments),
             context=context,
             known=chosen.known,
@@ -241,3 +296,14 @@ class KnowledgeAware(NetcastProgram):
             agent=best,
             steps=step,
         )
+
+    def generator_lm(self):
+        """The separate generator named by ``generator_model`` (made once), or None."""
+        name = self.knobs["generator_model"]
+        if not name:
+            return None
+        if getattr(self, "_generator", None) is None or self._generator.model != name:
+            from netcast.models import make_lm
+
+            self._generator = make_lm(name)
+        return self._generator

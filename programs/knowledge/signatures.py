@@ -1,3 +1,6 @@
+"""The knowledge-aware agent's LLM steps: plan a query, update the knowledge state (revise what is
+Known against new passages, list what is still Required), filter the context."""
+
 import dspy
 
 
@@ -15,25 +18,30 @@ class PlanQuery(dspy.Signature):
 
 
 class ExtractKnowledge(dspy.Signature):
-    """Update the knowledge state from the new passages. List new facts that a passage states
-    and that help answer the question, each ending with its passage id in parentheses, like
-    "Paris is the capital of France (P2)". Then list what is still required to answer the
-    question; return an empty list when nothing more is needed."""
+    """Update the knowledge state with the new passages. Check each known fact against them:
+    keep it if it still holds, correct or drop it if a passage contradicts it. Add the new
+    facts a passage states that help answer the question. Every fact ends with the id of the
+    passage that supports it in parentheses, like "Paris is the capital of France (P2)". Then
+    list what is still required to answer the question; return an empty list when nothing
+    more is needed."""
 
     question: str = dspy.InputField()
-    known: list[str] = dspy.InputField(desc="facts already known")
+    known: list[str] = dspy.InputField(desc="facts known so far, each with its passage id")
     required: list[str] = dspy.InputField(desc="information that was missing")
     passages: list[str] = dspy.InputField(desc="new passages, each '[P1] title: text'")
-    new_facts: list[str] = dspy.OutputField(desc="facts with their passage id, e.g. '... (P2)'")
+    known_facts: list[str] = dspy.OutputField(
+        desc="every fact known now (kept, corrected and new), each ending '(P#)'"
+    )
     still_required: list[str] = dspy.OutputField(desc="remaining gaps, [] if none")
 
 
 class FilterContext(dspy.Signature):
-    """Copy, word for word, the segments of the passages that support what is known or help
-    answer the question. Start each segment with its passage id, like "[P2] segment". Do not
-    rephrase."""
+    """Copy, word for word, the segments of the passages that support a known fact or address
+    what is still required. Start each segment with its passage id, like "[P2] segment". Do not
+    rephrase; leave out everything else."""
 
     question: str = dspy.InputField()
     known: list[str] = dspy.InputField()
+    required: list[str] = dspy.InputField(desc="information still missing")
     passages: list[str] = dspy.InputField(desc="passages, each '[P1] title: text'")
     segments: list[str] = dspy.OutputField(desc="'[P#] verbatim segment' items")

@@ -71,6 +71,15 @@ def is_redundant(query: str, history: list[str], threshold: float) -> bool:
     return any(query_similarity(query, old) >= threshold for old in history)
 
 
+def diversity_score(query: str, history: list[str], gaps: list[str], weight: float) -> float:
+    """Eq. 2, progressive diversity promotion: ``weight`` x how different the query is from
+    the earlier queries (1 - the highest similarity) + (1 - ``weight``) x how relevant it is to
+    the open gaps (the highest similarity to one), similarity being content-word Jaccard."""
+    difference = 1.0 - max((query_similarity(query, old) for old in history), default=0.0)
+    relevance = max((query_similarity(query, gap) for gap in gaps), default=0.0)
+    return weight * difference + (1.0 - weight) * relevance
+
+
 def cited_labels(fact: str) -> list[str]:
     """The passage labels a fact cites, in order (``"... (P1, P3)"`` -> ``["P1", "P3"]``)."""
     found = []

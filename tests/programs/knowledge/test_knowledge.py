@@ -10,9 +10,9 @@ def field(prompt, name):
     return found[-1].strip() if found else ""
 
 
-def scripted(plans, extracts, filters=None):
-    """Planner queries, extraction replies and filter replies, each keyed by a prompt substring
-    (or served in order from a list)."""
+def scripted(plans, extracts, filters=None, prompts=None):
+    """Planner queries, knowledge updates and filter replies, each keyed by a prompt substring
+    (or served in order from a list). ``prompts`` collects (step kind, prompt)."""
 
     def pick(table, prompt):
         if isinstance(table, list):
@@ -24,74 +24,103 @@ def scripted(plans, extracts, filters=None):
 
     def respond(prompt):
         if "[[ ## focus ## ]]" in prompt:
-            return {"query": pick(plans, field(prompt, "focus"))}
-        if "[[ ## still_required ## ]]" in prompt:
+            kind, reply = "plan", {"query": pick(plans, field(prompt, "focus"))}
+        elif "[[ ## still_required ## ]]" in prompt:
             facts, gaps = pick(extracts, prompt)
-            return {"new_facts": facts, "still_required": gaps}
-        if "[[ ## segments ## ]]" in prompt:
-            return {"segments": pick(filters or {"*": "[]"}, prompt) or "[]"}
-        return {"answer": "Paris"}
+            kind, reply = "extract", {"known_facts": facts, "still_required": gaps}
+        elif "[[ ## segments ## ]]" in prompt:
+            kind, reply = "filter", {"segments": pick(filters or {"*": "[]"}, prompt) or "[]"}
+        else:
+            kind, reply = "answer", {"answer": "Paris"}
+        if prompts is not None:
+            prompts.append((kind, prompt))
+        return reply
 
     return respond
 
 
-def test_known_and_required_update_and_termination_on_empty_required(scripted_lm, bm25):
+def test_known_is_revised_required_updates_and_the_cycle_stops(scripted_lm, bm25):
     scripted_lm(
         scripted(
             plans=["capital of France", "river of Paris"],
             extracts=[
-                (["Paris is the capital of France (P1)", "Made up fact"], ["the river"]),
-                (["The Seine flows through Paris (P1)"], []),
-            ],
-            filters=[
-                '["[P1] The Seine flows through Paris."]',
-                '["[P1] The Seine flows through Paris."]',
+                (
+                    ["Paris is the capital of France (P1)", "Lyon is big (P2)", "Made up fact"],
+                    ["the river"],
+                ),
+                # the second update drops the Lyon fact and adds the river
+                (["Paris is the capital of France (P1)", "The Seine flows through Paris (P3)"], []),
             ],
         )
     )
     prediction = KnowledgeAware(bm25, k=2, max_steps=5)(question="Which river is in the capital?")
     turns = prediction.trace["turns"]
     assert len(turns) == 2 and prediction.steps == 2  # stopped when nothing was required
-    assert turns[0]["known"] == ["Paris is the capital of France (P1)"]
+    assert turns[0]["known"] == ["Paris is the capital of France (P1)", "Lyon is big (P2)"]
     assert turns[0]["unsupported_facts"] == ["Made up fact"]
     assert turns[0]["required"] == ["the river"] and turns[1]["required"] == []
+    assert turns[1]["dropped_facts"] == ["Lyon is big (P2)"]
     assert prediction.known == [
         "Paris is the capital of France (P1)",
-        "The Seine flows through Paris (P1)",
+        "The Seine flows through Paris (P3)",
     ]
     assert turns[0]["query"] == "capital of France" and turns[1]["gap"] == "the river"
 
 
-def test_a_repeated_query_is_rejected(scripted_lm, bm25):
+def test_append_only_known_when_revision_is_off(scripted_lm, bm25):
+    scripted_lm(
+        scripted(
+            plans=["capital of France", "river of Paris"],
+            extracts=[(["Lyon is big (P1)"], ["the river"]), (["The Seine flows (P3)"], [])],
+        )
+    )
+    prediction = KnowledgeAware(bm25, k=2, revise_known=False)(question="Which river?")
+    assert prediction.known == ["Lyon is big (P1)", "The Seine flows (P3)"]
+
+
+def test_query_choice_weighs_difference_against_relevance(scripted_lm, bm25):
     scripted_lm(
         scripted(
             plans=["capital of France", "capital of France", "France capital"],
-            extracts=[([], ["Seine"]), ([], [])],
+            extracts=[([], ["the Seine river"]), ([], [])],
         )
     )
     prediction = KnowledgeAware(bm25, k=2)(question="Which river is in the capital of France?")
     second = prediction.trace["turns"][1]
-    assert second["rejected_queries"] == ["capital of France", "France capital"]
-    assert second["query"] == "Seine"  # fell back to searching the open gap itself
+    # the planner repeated itself twice; the open gap is searched instead
+    assert [q for q, _ in second["candidates"]] == [
+        "capital of France",
+        "France capital",
+        "the Seine river",
+    ]
+    assert second["query"] == "the Seine river"
+    assert prediction.trace["steps"]["plan"]["fallbacks"] == 1
 
 
-def test_a_filtered_segment_not_in_the_source_is_rejected(scripted_lm, bm25):
+def test_segments_keep_the_passages_text_and_the_context_is_filtered_again(scripted_lm, bm25):
+    prompts = []
     scripted_lm(
         scripted(
-            plans=["Seine Paris"],
-            extracts=[(["The Seine flows through Paris (P1)"], [])],
-            filters=['["[P1] a river that flows through Paris", "[P1] The Seine is 800 km long."]'],
+            plans=["Seine Paris", "Paris capital France"],
+            extracts=[(["The Seine flows through Paris (P1)"], ["the capital"]), ([], [])],
+            filters=[
+                '["[P1] the seine is a river that flows through paris", "[P1] It is 800 km long."]',
+                '["[P2] Paris is the capital"]',  # the Seine segment is not kept again
+            ],
+            prompts=prompts,
         )
     )
     prediction = KnowledgeAware(bm25, k=1)(question="Which river flows through Paris?")
-    turn = prediction.trace["turns"][0]
-    assert turn["kept"] == [["seine#0", "a river that flows through Paris"]], str(turn)
-    assert turn["rejected_segments"] == ["[P1] The Seine is 800 km long."]
-    assert prediction.evidence == ["seine#0"]
-    assert prediction.context == ["Seine: a river that flows through Paris"]
+    first, second = prediction.trace["turns"]
+    assert first["kept"] == [["seine#0", "The Seine is a river that flows through Paris"]]
+    assert first["rejected_segments"] == ["[P1] It is 800 km long."]
+    second_filter = [p for kind, p in prompts if kind == "filter"][1]
+    assert "[P1] Seine: The Seine is a river that flows through Paris" in second_filter
+    assert prediction.evidence == ["paris#0"]  # the refined context was filtered again
+    assert prediction.context == ["Paris: Paris is the capital"]
 
 
-def test_competitive_agents_pick_the_fewest_open_gaps_and_stop_early(scripted_lm, bm25):
+def test_competitive_agents_share_the_winners_context_and_stop_early(scripted_lm, bm25):
     scripted_lm(
         scripted(
             plans={
@@ -103,38 +132,50 @@ def test_competitive_agents_pick_the_fewest_open_gaps_and_stop_early(scripted_lm
                 "[P1] Louvre:": (["The Louvre is in Paris (P1)"], []),
                 "*": ([], ["where", "what"]),
             },
+            filters={"[P1] Louvre:": '["[P1] The Louvre is the world\'s most-visited art museum"]'},
         )
     )
-    program = KnowledgeAware(bm25, k=1, n_agents=3, mode="competitive", max_steps=4)
+    program = KnowledgeAware(
+        bm25, k=1, n_agents=3, mode="competitive", max_steps=4, perspectives=True
+    )
     prediction = program(question="Where is the most-visited museum?")
     turns = prediction.trace["turns"]
     assert sorted(t["agent"] for t in turns) == [0, 1, 2]  # one step each, then it stopped
     assert {t["query"] for t in turns} == {"Berlin Germany", "Louvre museum", "Rhine river"}
+    winners = [s for s in prediction.trace["stages"] if s["stage"] == "winner"]
+    assert winners == [{"stage": "winner", "step": 1, "agent": 1}]
     assert prediction.agent == 1 and prediction.required == []
+    assert prediction.evidence == ["louvre#0"]
 
 
-def test_collaborative_agents_share_one_store(scripted_lm, bm25):
+def test_collaborative_agents_act_in_turn_on_one_shared_store(scripted_lm, bm25):
+    prompts = []
     scripted_lm(
         scripted(
             plans={
                 "Paris river": "Seine",
                 "France capital": "capital of France",
+                "x": "Seine river Paris",
                 "*": "river capital France",
             },
             extracts=[
-                (["Paris is the capital of France (P2)"], ["Paris river", "France capital"]),
-                (["The Seine flows through Paris (P1)", "Paris is the capital of France (P2)"], []),
+                (["Paris is the capital of France (P1)"], ["Paris river", "France capital"]),
+                (["Paris is the capital of France (P1)", "The Seine is in Paris (P2)"], ["x"]),
+                (["Paris is the capital of France (P1)", "The Seine is in Paris (P2)"], []),
             ],
+            prompts=prompts,
         )
     )
-    program = KnowledgeAware(bm25, k=1, n_agents=2, mode="collaborative", concurrent=False)
+    program = KnowledgeAware(bm25, k=1, n_agents=2, mode="collaborative")
     prediction = program(question="Which river flows through the capital of France?")
     turns = prediction.trace["turns"]
-    step2 = [t for t in turns if t["step"] == 2]
-    assert [t["gap"] for t in step2] == ["Paris river", "France capital"]  # gaps dealt out
-    assert {t["query"] for t in step2} == {"Seine", "capital of France"}
-    assert step2[0]["known"] == step2[1]["known"]  # one shared knowledge base
-    assert len(prediction.known) == 2 and prediction.required == []
+    # agent 2 takes the next open gap in the same step, after agent 1 updated the store
+    assert [(t["step"], t["agent"]) for t in turns] == [(1, 0), (1, 1), (2, 0)]
+    assert [t["gap"] for t in turns[1:]] == ["Paris river", "x"]
+    plans = [p for kind, p in prompts if kind == "plan"]
+    assert "Paris is the capital of France (P1)" in plans[1]  # it plans from agent 1's facts
+    assert "The Seine is in Paris (P2)" in plans[2]
+    assert prediction.required == []
 
 
 def test_bad_modes(bm25):
