@@ -70,6 +70,26 @@ def test_prefix_cache_modes_give_the_same_text(engine):
     assert outputs[:3] * 2 == outputs
 
 
+def test_predictor_prefix_cache_restores_each_predictors_state_with_the_same_text(engine):
+    path = str(embedded.model_path())
+    sky = dspy.Predict(dspy.Signature("question -> answer", "Answer in one word."))
+    sums = dspy.Predict(dspy.Signature("numbers -> total", "Add the numbers."))
+    outputs = {}
+    for mode in ("off", "predictor"):
+        other = LlamaCppEngine(path, n_ctx=2048, max_tokens=16, prefix_cache=mode)
+        with dspy.context(lm=make_lm(other)):
+            outputs[mode] = [  # two predictors, alternating
+                sky(question="Colour of the sky?").answer,
+                sums(numbers="2 3").total,
+                sky(question="Colour of grass?").answer,
+                sums(numbers="4 5").total,
+            ]
+        if mode == "predictor":
+            assert len(other._saved) == 2  # one saved state per system prompt
+        other.close()
+    assert outputs["off"] == outputs["predictor"]
+
+
 def test_context_overflow_is_a_clear_error(engine):
     small = LlamaCppEngine(str(embedded.model_path()), n_ctx=128, max_tokens=8)
     lm = make_lm(small)
