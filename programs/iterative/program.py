@@ -32,7 +32,7 @@ from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.iterative.signatures import DeleteChunks, FinalAnswer, NextAction
 from netcast.programs.registry import register
-from netcast.programs.shared.budget import budgeted_hits, default_token_budget
+from netcast.programs.shared.budget import budgeted_hits, candidate_hits, default_token_budget
 from netcast.retrievers.base import Hit
 from netcast.signatures import ANSWER_TOKENS, Contextualize
 
@@ -111,7 +111,8 @@ class Iterative(NetcastProgram):
         initial: Literal["none", "budget"] = "none"
         # for initial="budget"; None: a quarter of the model's context window
         token_budget: int | None = knobs.knob(None, ge=1)
-        pool_size: int = knobs.knob(50, ge=1)  # candidates the budget selects from
+        # candidates the budget selects from; None: two budgets' worth of tokens
+        pool_size: int | None = knobs.knob(None, ge=1)
         dedup: bool = False  # test-time modules (netcast.programs.shared.search)
         contextualize: bool = False
         aux_model: str | None = None
@@ -147,7 +148,8 @@ class Iterative(NetcastProgram):
         if self.knobs["initial"] != "budget":
             return session.search(question, self.knobs["k"])
         budget = int(self.knobs["token_budget"] or default_token_budget(self.context_window))
-        pool = session.search(question, self.knobs["pool_size"])
+        corpus = self.retriever.corpus
+        pool = candidate_hits(session.search, question, corpus, budget, self.knobs["pool_size"])
         return budgeted_hits(pool, self.retriever.kind, budget)
 
     def filter_new(self, question: str, context: WorkingContext, hits: list[Hit]) -> list[str]:

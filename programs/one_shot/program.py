@@ -1,9 +1,15 @@
-"""One-SHOT ("cast a bigger net", Fishing for Answers §3.1): retrieve a large candidate pool,
-optionally drop chunks the rule-based metadata filter rejects and add chunks covering query
-entities the selection lacks, optionally crop chunks to their relevant sentences (an LLM step,
-checked to be verbatim), and fill the token budget by knapsack selection over relevance; then
-answer once. Filter and crop run before the budget is filled, so freed tokens are refilled
-from the pool."""
+"""One-SHOT ("cast a bigger net", Fishing for Answers §3.1): retrieve a candidate pool sized by
+the token budget, optionally drop chunks the rule-based metadata filter rejects and add chunks
+covering query entities the selection lacks, optionally crop chunks to their relevant sentences
+(an LLM step, checked to be verbatim), and fill the token budget by knapsack selection over
+relevance (Eq. 1, raw retriever scores; see ``netcast.programs.shared.budget``); then answer
+once. Filter and crop run before the budget is filled, so freed tokens are refilled from the
+pool.
+
+The pool holds ``pool_factor`` (2) budgets' worth of tokens (at most 1,000 chunks), so the
+budget binds: a fixed top-50 pool (~6k tokens) never fills the paper's 32k and Top-K_max would
+degenerate to top-50. ``pool_size`` overrides it with a plain top-``pool_size`` pool. With the
+filter on, the add step may also draw on the ``wide_pool`` ranks just past the pool."""
 
 from __future__ import annotations
 
@@ -20,10 +26,18 @@ from netcast.programs.one_shot import metadata_filter as chunk_filter
 from netcast.programs.one_shot.cropping import DROP, verified_crop
 from netcast.programs.one_shot.signatures import CropChunk
 from netcast.programs.registry import register
-from netcast.programs.shared.budget import default_token_budget, relevance, select
+from netcast.programs.shared.budget import (
+    POOL_FACTOR,
+    budget_pool,
+    default_token_budget,
+    mean_chunk_tokens,
+    pool_depth,
+    relevance,
+    select,
+)
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
-Rule = Literal["declared_year", "declared_region", "text_year", "entity_alignment"]
+Rule = Literal["declared_year", "declared_region", "text_year", "text_date", "entity_alignment"]
 
 
 @dataclass
@@ -36,7 +50,9 @@ class Candidate:
     crop_tried: bool = False
 
 
-def fill(candidates: list[Candidate], budget: int, selector: str, resolution: int):
+def fill(
+    candidates: list[Candidate], budget: int, selector: str, resolution: int
+) -> list[Candidate]:
     """Forced candidates first (most relevant first, while they fit), then the best knapsack
     selection of the rest in the remaining budget; returned most relevant first."""
     chosen, used = [], 0
@@ -59,14 +75,19 @@ class OneShot(NetcastProgram):
     class Knobs(knobs.Knobs):
         # None: the paper's 32k scaled to the model (a quarter of its context window)
         token_budget: int | None = knobs.knob(None, search=knobs.BudgetRange(), ge=1)
-        pool_size: int = knobs.knob(50, search=knobs.IntRange(10, 100, log=True), ge=1)
+        # the pool holds pool_factor budgets' worth of tokens (module docstring); an explicit
+        # pool_size is a plain top-pool_size pool instead
+        pool_factor: float = knobs.knob(POOL_FACTOR, search=knobs.FloatRange(1.0, 4.0), ge=1.0)
+        pool_size: int | None = knobs.knob(None, ge=1)
         selector: Literal["exact", "greedy"] = knobs.knob(
             "exact", search=knobs.Choice(("exact", "greedy"))
         )
         filter: bool = knobs.knob(False, search=knobs.Choice((False, True)))
         crop: bool = knobs.knob(False, search=knobs.Choice((False, True)))
         filter_rules: list[Rule] = knobs.knob(list(chunk_filter.DEFAULT_RULES))
-        wide_pool: int = knobs.knob(100, ge=1)  # where the filter looks for chunks to add
+        # ranks just past the pool where the filter's add step also looks (after the pool's
+        # own unselected chunks)
+        wide_pool: int = knobs.knob(50, ge=0)
         max_added: int = knobs.knob(3, ge=0)
         resolution: int = knobs.knob(1, ge=1)  # knapsack budget resolution in tokens
         # a crop's sentences must be the chunk's own: the paper's verbatim rule ("exact",
@@ -83,18 +104,33 @@ class OneShot(NetcastProgram):
     def budget(self) -> int:
         return int(self.knobs["token_budget"] or default_token_budget(self.context_window))
 
+    def candidates(self, question: str, budget: int) -> tuple[list[Candidate], list[Candidate]]:
+        """One search: the candidate pool (``budget_pool`` of a ``pool_depth`` search, or the
+        top ``pool_size``) and, with the filter on, the ``wide_pool`` ranks just past it."""
+        k = self.knobs
+        wide = k["wide_pool"] if k["filter"] else 0
+        depth = k["pool_size"] or pool_depth(
+            budget, mean_chunk_tokens(self.retriever.corpus), k["pool_factor"]
+        )
+        hits = self.search(question, depth + wide)
+        if k["pool_size"]:
+            pool = hits[:depth]
+        else:
+            pool = budget_pool(hits[:depth], budget, k["pool_factor"])
+        ranked = hits[: len(pool) + wide]
+        rel = relevance([h.score for h in ranked], self.retriever.kind)
+        everything = [
+            Candidate(h.chunk, float(r), h.chunk.text, h.chunk.n_tokens)
+            for h, r in zip(ranked, rel, strict=True)
+        ]
+        return everything[: len(pool)], everything[len(pool) :]
+
     def forward(self, question: str) -> dspy.Prediction:
         k = self.knobs
         budget = self.budget()
-        depth = max(k["pool_size"], k["wide_pool"]) if k["filter"] else k["pool_size"]
-        hits = self.search(question, depth)
-        rel = relevance([h.score for h in hits], self.retriever.kind)
-        everything = [
-            Candidate(h.chunk, float(r), h.chunk.text, h.chunk.n_tokens)
-            for h, r in zip(hits, rel, strict=True)
-        ]
-        pool, wider = everything[: k["pool_size"]], everything[k["pool_size"] :]
+        pool, wider = self.candidates(question, budget)
         record = trace.current()
+        pool_tokens = sum(c.tokens for c in pool)
 
         if k["filter"]:
             pool = self.filter_pool(question, pool, wider, budget, record)
@@ -105,6 +141,7 @@ class OneShot(NetcastProgram):
             record.add_stage(
                 "select",
                 candidates=len(pool),
+                pool_tokens=pool_tokens,
                 selected=len(chosen),
                 tokens=sum(c.tokens for c in chosen),
                 budget=budget,
@@ -115,8 +152,17 @@ class OneShot(NetcastProgram):
             answer=answer, evidence=[c.chunk.id for c in chosen], context=context
         )
 
-    def filter_pool(self, question, pool, wider, budget, record) -> list[Candidate]:
-        """Drop rejected chunks, then add chunks that cover query entities the selection lacks."""
+    def filter_pool(
+        self,
+        question: str,
+        pool: list[Candidate],
+        wider: list[Candidate],
+        budget: int,
+        record: trace.Trace | None,
+    ) -> list[Candidate]:
+        """Drop rejected chunks, then add chunks that cover query entities the selection
+        lacks: first the kept chunks the budget did not select (they rank better), then the
+        ranks past the pool. An added chunk is forced into the selection."""
         rules = self.knobs["filter_rules"]
         query = chunk_filter.extract(question)
         metas = {id(c): chunk_filter.chunk_meta(c.chunk) for c in pool + wider}
@@ -130,17 +176,18 @@ class OneShot(NetcastProgram):
                 kept.append(c)
         chosen = fill(kept, budget, self.knobs["selector"], self.knobs["resolution"])
         missing = chunk_filter.missing_entities(query, [metas[id(c)] for c in chosen])
-        spare = [c for c in wider + kept if c not in chosen]
-        added = []
+        chosen_ids = {id(c) for c in chosen}
+        spare = [c for c in kept if id(c) not in chosen_ids] + list(wider)
+        added: list[Candidate] = []
         for entity in missing:
             if len(added) >= self.knobs["max_added"]:
                 break
             for c in spare:
                 meta = metas[id(c)]
                 if (
-                    c not in added
+                    all(c is not a for a in added)
                     and chunk_filter.covers(entity, meta)
-                    and not (chunk_filter.drop_reason(query, meta, rules))
+                    and not chunk_filter.drop_reason(query, meta, rules)
                 ):
                     c.forced = True
                     added.append(c)
@@ -154,9 +201,12 @@ class OneShot(NetcastProgram):
                 missing_entities=missing,
                 added=[c.chunk.id for c in added],
             )
-        return kept + [c for c in added if c not in kept]
+        kept_ids = {id(c) for c in kept}
+        return kept + [c for c in added if id(c) not in kept_ids]
 
-    def crop_selected(self, question, pool, budget, record) -> None:
+    def crop_selected(
+        self, question: str, pool: list[Candidate], budget: int, record: trace.Trace | None
+    ) -> None:
         """Crop what the budget would select; refill the freed budget; repeat until every
         selected chunk has been cropped once. A crop that does not consist of the chunk's own
         sentences is rejected (the chunk stays whole); "no sentence helps" drops the chunk

@@ -135,7 +135,9 @@ def test_default_budget_scales_to_the_model_and_knobs(scripted_lm, lake, monkeyp
     assert OneShot(lake, lm=lm).budget() == 32_000  # a litellm-style model with 128k context
     assert OneShot(lake).budget() == 2048  # no lm: the embedded model's 8,192 / 4
     program = OneShot(lake, lm=lm)
-    assert program.knobs["selector"] == "exact" and program.knobs["pool_size"] == 50
+    assert program.knobs["selector"] == "exact"
+    assert program.knobs["pool_size"] is None and program.knobs["pool_factor"] == 2.0
+    assert program.knobs["wide_pool"] == 50
 
 
 def test_a_crop_saying_nothing_helps_drops_the_chunk_and_the_budget_refills(scripted_lm, lake):
@@ -147,3 +149,67 @@ def test_a_crop_saying_nothing_helps_drops_the_chunk_and_the_budget_refills(scri
     kept = OneShot(lake, token_budget=40, pool_size=5, crop=True, crop_drops=False)
     scripted_lm(script({"Emerald Bay": "NONE"}))
     assert "d#0" in kept(question=question).evidence
+
+
+def many_notes(n=300):
+    """``n`` chunks that all match "apple", 11 to 30 words long."""
+    return [
+        Document(
+            f"n{i}",
+            f"Apple note {i}",
+            " ".join(["apple"] + [f"w{i}x{j}" for j in range(8 + i % 20)]),
+        )
+        for i in range(n)
+    ]
+
+
+def test_the_pool_is_sized_by_the_budget_so_the_budget_binds(scripted_lm):
+    scripted_lm(script())
+    notes = BM25Retriever(Corpus.from_documents(many_notes(), WordCounter()))
+    prediction = OneShot(notes, token_budget=2000)(question="apple")
+    stage = prediction.trace["stages"][-1]
+    assert stage["candidates"] > 50  # more than the old fixed top-50 pool
+    assert stage["pool_tokens"] >= 2 * 2000  # two budgets' worth of candidates
+    assert 2000 - 30 < stage["tokens"] <= 2000  # so the budget is filled (30: longest chunk)
+    assert prediction.trace["searches"][0]["k"] < 300  # one search, not the whole corpus
+    # an explicit pool_size is a plain top-k pool: 50 chunks cannot fill 2,000 tokens, and
+    # Top-K_max degenerates to "take all 50"
+    top50 = OneShot(notes, token_budget=2000, pool_size=50)(question="apple")
+    stage = top50.trace["stages"][-1]
+    assert stage["candidates"] == stage["selected"] == 50 and stage["tokens"] < 2000
+
+
+ADD_DOCS = [
+    Document(
+        "a",
+        "Lake Tahoe festival",
+        "Lake Tahoe hosts a festival. The Lake Tahoe festival is famous.",
+    ),
+    Document(
+        "x",
+        "Lake Tahoe music festival",
+        "The Lake Tahoe music festival is held each summer at the lake.",
+    ),
+    Document(
+        "b",
+        "Visitors guide",
+        "Crowds from Nevada and California visit Lake Tahoe every summer for the music.",
+    ),
+    Document("c", "Reno", "Reno is a city in Nevada with casinos."),
+]
+
+
+def test_the_add_step_prefers_unselected_pool_chunks_to_the_wider_pool(scripted_lm):
+    scripted_lm(script())
+    retriever = BM25Retriever(Corpus.from_documents(ADD_DOCS, WordCounter()))
+    question = "Which festival did Lake Tahoe host in Nevada?"
+    ranked = [h.chunk.id for h in retriever.search(question, 4)]
+    assert ranked == ["a#0", "x#0", "b#0", "c#0"]  # b is in the pool of 3, c past it
+    program = OneShot(retriever, token_budget=40, pool_size=3, wide_pool=5, filter=True)
+    prediction = program(question=question)
+    stage = next(s for s in prediction.trace["stages"] if s["stage"] == "filter")
+    # a + x fill the budget and leave Nevada uncovered; b (rank 3, kept but not selected)
+    # names Nevada and is added before c (rank 4, past the pool)
+    assert stage["missing_entities"] == ["nevada"]
+    assert stage["added"] == ["b#0"]
+    assert "b#0" in prediction.evidence and "c#0" not in prediction.evidence
