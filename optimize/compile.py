@@ -129,3 +129,15 @@ def compile_program(
     if optimizer == "gepa":
         kwargs["valset"] = list(valset) if valset else None
     return tele.compile(program.deepcopy(), **kwargs)
+
+
+def demo_report(program: dspy.Module) -> dict[str, dict[str, int]]:
+    """Per predictor (by its name in the program), how many demonstrations it holds and from
+    where: ``bootstrapped`` from a successful trace of the program (the teacher's run), or
+    ``labeled`` examples copied from the training set."""
+    report = {}
+    for name, predictor in program.named_predictors():
+        demos = list(getattr(predictor, "demos", []) or [])
+        boot = sum(1 for d in demos if getattr(d, "augmented", False) or d.get("augmented"))
+        report[name.removesuffix(".predict")] = {"bootstrapped": boot, "labeled": len(demos) - boot}
+    return report
