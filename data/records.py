@@ -78,5 +78,6 @@ def pooled_documents(records: Iterable[Mapping[str, Any]]) -> list[Document]:
         Document(doc_id_for(p.get("title", ""), p["text"]), p.get("title", ""), p["text"])
         for r in records
         for p in r.get("paragraphs", [])
+        if p["text"].strip()  # a blank paragraph is no passage
     )
     return dedupe_documents(docs)

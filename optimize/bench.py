@@ -11,8 +11,10 @@ from typing import Any
 import dspy
 
 from netcast.data import load_dataset
+from netcast.errors import ModelCallError
 from netcast.files import short_hash, slug
 from netcast.models import token_counter
+from netcast.models.factory import preflight
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.optimize.report import write_report
 from netcast.programs import get_program, program_names
@@ -65,6 +67,7 @@ def run_bench(
         "compiled": [str(c) for c in compiled],
     }
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
+    preflight(lm)  # a missing key or an unknown model stops here, before any question
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "bench.json").write_text(json.dumps(meta, indent=2))
     results = {}
@@ -95,5 +98,16 @@ def run_bench(
                     progress=progress,
                     max_errors=max_errors,
                 )
+    if not any(result.rows for result in results.values()):
+        failed = [r for r in results.values() if r.errors]
+        if failed:  # nothing finished to report on: say why
+            from netcast.optimize.workflow import endpoint
+
+            first_id, first = next(iter(failed[0].errors.items()))
+            n = sum(len(r.errors) for r in failed)
+            raise ModelCallError(
+                f"{n} question(s) failed calling {endpoint(lm)} and none finished (first, "
+                f"{first_id}: {first}); run the same command again to resume"
+            )
     write_report(run_dir)
     return run_dir, results

@@ -154,7 +154,10 @@ def evaluate(
             if "cancelled" not in str(err):
                 raise
         for index, exc in executor.exceptions_map.items():
-            errors[todo[index]] = f"{type(exc).__name__}: {exc}"
+            # one line: the first line of the message (provider errors add advice lines)
+            first = (str(exc).strip().splitlines() or [""])[0]
+            text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+            errors[todo[index]] = text if len(text) <= 300 else text[:297] + "..."
     rows = [done.get(ex.id) or fresh.get(ex.id) for ex in examples]
     rows = [r for r in rows if r is not None]
     summary = aggregate(rows)

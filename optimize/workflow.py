@@ -8,21 +8,51 @@ changes DSPy's global settings."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dspy
+import optuna
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
 
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.data import load_dataset
+from netcast.errors import ModelCallError
 from netcast.files import short_hash, slug
 from netcast.models import make_lm, model_name, token_counter
+from netcast.models.factory import preflight
 from netcast.optimize import tune as tuning
 from netcast.optimize.compile import compile_program, default_settings
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.session import build_program, load, open_retriever, retriever_recipe
+
+
+def endpoint(lm: Any) -> str:
+    """Where ``lm``'s calls go, for messages: its ``api_base`` (an ``openai/`` model's may come
+    from ``OPENAI_API_BASE``), else its model string."""
+    kwargs = getattr(lm, "kwargs", None) or {}
+    model = str(getattr(lm, "model", lm))
+    base = kwargs.get("api_base") or kwargs.get("base_url")
+    if not base and model.startswith("openai/"):
+        base = os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
+    return str(base or model)
+
+
+def _complete(result: EvalResult, lm: Any, what: str) -> dict[str, Any]:
+    """``result``'s aggregate if every question ran, else ``ModelCallError`` (one line)."""
+    if result.errors:
+        first_id, first = next(iter(result.errors.items()))
+        raise ModelCallError(
+            f"{what}: {len(result.errors)} question(s) failed calling {endpoint(lm)} "
+            f"(first, {first_id}: {first}); no artifact was written"
+        )
+    return result.aggregate
 
 
 @dataclass
@@ -57,6 +87,9 @@ def run_evaluation(
     data = load_dataset(dataset, split, limit, corpus)
     index_obj = open_retriever(data, index, retriever, token_counter(lm))
     prog = build_program(program, index_obj, knobs, lm=lm)
+    preflight(lm)  # a missing key or an unknown model stops here, before any question
+    if judge_lm is not None and judge_lm is not lm:
+        preflight(judge_lm)
     info = {
         "program": program,
         "knobs": prog.knobs,
@@ -150,9 +183,15 @@ def compile_recipe(
     dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"))
     retriever = open_retriever(train, kind=recipe["retriever"]["kind"], counter=token_counter(lm))
     program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
+    preflight(lm)
+    if teacher_lm is not None:
+        preflight(teacher_lm)
 
+    # Every dev question must be scored: a model that fails midway (a server that died) stops
+    # the compile before anything is written at ``out``.
     with dspy.context(lm=lm):
-        before = evaluate(program, dev.examples, threads=threads, progress=progress).aggregate
+        before = evaluate(program, dev.examples, threads=threads, progress=progress)
+        before = _complete(before, lm, "scoring before compiling")
         start = time.perf_counter()
         compiled = compile_program(
             program,
@@ -166,7 +205,8 @@ def compile_recipe(
             settings=recipe["optimizer"].get("settings"),
         )
         seconds = time.perf_counter() - start
-        after = evaluate(compiled, dev.examples, threads=threads, progress=progress).aggregate
+        after = evaluate(compiled, dev.examples, threads=threads, progress=progress)
+        after = _complete(after, lm, "scoring the compiled program")
 
     full_recipe = {
         **recipe,
@@ -179,7 +219,15 @@ def compile_recipe(
     reloaded = None
     if reload:
         loaded = load(artifact, model=lm)
-        reloaded = evaluate(loaded, dev.examples, threads=threads, progress=False).aggregate
+        scored = evaluate(loaded, dev.examples, threads=threads, progress=False)
+        if scored.errors:
+            first_id, first = next(iter(scored.errors.items()))
+            raise ModelCallError(
+                f"the artifact {artifact} is written, but scoring it loaded back failed: "
+                f"{len(scored.errors)} question(s) failed calling {endpoint(lm)} "
+                f"(first, {first_id}: {first})"
+            )
+        reloaded = scored.aggregate
     return CompileResult(artifact, before, after, seconds, reloaded)
 
 
@@ -212,6 +260,7 @@ def retune_knobs(source: str | Path, lm: dspy.BaseLM, trials: int) -> dict[str, 
     data = recipe["dataset"]
     train = load_dataset(data["name"], data["train_split"], data.get("train_limit"))
     dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"))
+    preflight(lm)
     study = tuning.open_study(f"retune-{Path(source).name}", None, [recipe["metric"]])
     with dspy.context(lm=lm):
         tuning.tune(
@@ -227,6 +276,9 @@ def retune_knobs(source: str | Path, lm: dspy.BaseLM, trials: int) -> dict[str, 
             lm=lm,
         )
     return tuning.pick(study, "best-quality").user_attrs["knobs"]
+
+
+_FAIL, _WAITING = (TrialState.FAIL,), (TrialState.WAITING,)
 
 
 @dataclass
@@ -271,22 +323,52 @@ def run_tuning(
     if storage.startswith("sqlite:///") and not storage.endswith(":memory:"):
         Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
+    preflight(lm)
     the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat)
-    with dspy.context(lm=lm):
-        tuning.tune(
-            the_study,
-            trials,
-            program_name=program,
-            retriever=index,
-            trainset=train.examples,
-            devset=dev.examples,
-            objectives=names,
-            compile_each=compile_each,
-            optimizer=optimizer,
-            metric=names[0],
-            seed=seed,
-            lm=lm,
-        )
+    failed_before = {t.number for t in the_study.get_trials(deepcopy=False, states=_FAIL)}
+    try:
+        with dspy.context(lm=lm):
+            tuning.tune(
+                the_study,
+                trials,
+                program_name=program,
+                retriever=index,
+                trainset=train.examples,
+                devset=dev.examples,
+                objectives=names,
+                compile_each=compile_each,
+                optimizer=optimizer,
+                metric=names[0],
+                seed=seed,
+                lm=lm,
+            )
+    except Exception as err:
+        # A trial that raised (its questions failed: a server that died) is recorded FAIL by
+        # Optuna; it is re-queued with the same knobs, as a killed worker's stale trial is.
+        me = f"{socket.gethostname()}:{os.getpid()}"  # this worker's trials, not others'
+        failed = [
+            t
+            for t in the_study.get_trials(deepcopy=False, states=_FAIL)
+            if t.number not in failed_before and t.user_attrs.get("worker") == me
+        ]
+        if not failed:
+            raise
+        waiting = len(the_study.get_trials(deepcopy=False, states=_WAITING))
+        with warnings.catch_warnings():  # "experimental" in Optuna since 2.8
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            for trial in failed:
+                RetryHeartbeatStaleTrialCallback(max_retry=2)(the_study, trial)
+        requeued = len(the_study.get_trials(deepcopy=False, states=_WAITING)) > waiting
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ModelCallError(
+            f"study {name!r}: trial {failed[0].number} failed calling {endpoint(lm)} ({first}); "
+            + (
+                "it is recorded FAIL and re-queued with the same knobs: run the same command "
+                "again to resume"
+                if requeued
+                else "it is recorded FAIL (retried twice already: not re-queued)"
+            )
+        ) from err
     chosen = tuning.pick(the_study, pick_rule)
     result = TuneResult(the_study, name, storage, names, chosen)
     if out is None:

@@ -75,6 +75,25 @@ def _knobs(pairs: list[str] | None, program: str) -> dict[str, Any]:
     return knobs
 
 
+def _failed_questions(result: Any, lm: Any) -> None:
+    """One line: how many questions failed calling which endpoint, what is saved, resume."""
+    from rich.markup import escape
+
+    from netcast.optimize.workflow import endpoint
+
+    agg = result.aggregate
+    first_id, first = next(iter(result.errors.items()))
+    not_run = agg.get("n_total", 0) - agg["n"] - len(result.errors)
+    stopped = f", {not_run} not run" if not_run > 0 else ""
+    err_console.print(
+        f"[red]error:[/red] {len(result.errors)} question(s) failed calling "
+        f"{escape(endpoint(lm))}{stopped} (first, {escape(first_id)}: {escape(first)}); "
+        f"{agg['n']} of {agg.get('n_total', agg['n'])} finished question(s) are saved in "
+        f"{escape(str(result.run_dir))}; run the same command again to resume",
+        soft_wrap=True,
+    )
+
+
 @app.command()
 def evaluate(
     program: Annotated[str, typer.Option(help="strategy name (netcast list)")] = "basic",
@@ -103,13 +122,12 @@ def evaluate(
     max_errors: Annotated[int, typer.Option(help="failed questions tolerated")] = 3,
 ) -> None:
     """Run a program on a dataset split; print quality and cost; save per-question results."""
-    from netcast.models import make_lm
     from netcast.optimize.workflow import run_evaluation
 
     try:
         knobs = _knobs(knob, program)
         lm = _lm(model, api_base, retries)
-        judge_lm = (make_lm(judge_model) if judge_model else lm) if judge else None
+        judge_lm = (_lm(judge_model, api_base, retries) if judge_model else lm) if judge else None
         result = run_evaluation(
             program,
             dataset,
@@ -132,13 +150,7 @@ def evaluate(
     )
     console.print(f"per-question results: {result.run_dir}/predictions.jsonl", soft_wrap=True)
     if result.errors:
-        first_id, first = next(iter(result.errors.items()))
-        err_console.print(
-            f"[red]{len(result.errors)} question(s) failed[/red] (first, {first_id}: {first}).\n"
-            f"{result.aggregate['n']} finished question(s) are saved in {result.run_dir}; run "
-            "the same command again to resume.",
-            soft_wrap=True,
-        )
+        _failed_questions(result, lm)
         raise typer.Exit(1)
 
 
@@ -408,11 +420,12 @@ def bench(
     try:
         names = resolve_programs(programs)
         sets = [d.strip() for d in datasets.split(",") if d.strip()]
-        done_dir, _ = run_bench(
+        lm = _lm(model)
+        done_dir, results = run_bench(
             run_dir,
             names,
             sets,
-            lm=_lm(model),
+            lm=lm,
             split=split,
             limit=limit,
             retriever=retriever,
@@ -423,6 +436,11 @@ def bench(
     except NetcastError as err:
         _fail(str(err))
     console.print(f"report: {done_dir}/report.md, {done_dir}/report.html", soft_wrap=True)
+    failed = [r for r in results.values() if r.errors]
+    if failed:
+        for result in failed:
+            _failed_questions(result, lm)
+        raise typer.Exit(1)
 
 
 @app.command()

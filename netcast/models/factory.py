@@ -127,3 +127,93 @@ def token_counter(lm: Any = None) -> TokenCounter:
         return embedded_counter(EMBEDDED)
     name = embedded_name(lm)
     return embedded_counter(name) if name else approx_counter()
+
+
+def preflight(lm: Any) -> None:
+    """Check, before any question runs, that ``lm`` can be called at all; raise
+    ``ModelCallError`` with one line if it cannot. In-process engines (the embedded models, a
+    test's scripted engine) are not checked.
+
+    - an API key the provider needs and nobody gave (litellm's ``validate_environment``; a
+      local server that checks no key still needs some value in ``OPENAI_API_KEY``);
+    - a server that lists its models (``GET <api_base>/models``, OpenAI's convention) must list
+      this one, and must accept the key;
+    - otherwise one tiny call (one output token, uncached): a rejected key, an unknown model
+      or a refused request stops here.
+
+    An endpoint that cannot be reached is not refused here: the run itself reports it after
+    ``--max-errors`` failed questions (a server being started or restarted may come up)."""
+    import logging
+
+    from dspy.utils.exceptions import (
+        LMAuthError,
+        LMBillingError,
+        LMNotConfiguredError,
+        LMUnsupportedModelError,
+    )
+
+    from netcast.errors import ModelCallError
+
+    if not isinstance(getattr(lm, "engine", None), str):
+        return
+    model = lm.model
+    kwargs = getattr(lm, "kwargs", {}) or {}
+    provider, _, model_id = model.partition("/")
+    base = kwargs.get("api_base") or kwargs.get("base_url")
+    if not base and provider == "openai":
+        base = os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
+    where = f"{model} at {base}" if base else model
+    key = kwargs.get("api_key")
+    if not key:
+        import litellm
+
+        try:
+            found = litellm.validate_environment(model=model, api_base=base)
+        except Exception:  # a provider litellm cannot describe: the call will tell
+            found = {}
+        missing = found.get("missing_keys") or []
+        if found and not found.get("keys_in_environment", True) and missing:
+            raise ModelCallError(
+                f"{where}: no API key: set {' or '.join(missing)} (a local server that "
+                "checks no key takes any value, e.g. OPENAI_API_KEY=none)"
+            )
+        if provider == "openai":
+            key = os.environ.get("OPENAI_API_KEY")
+    if base:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            reply = httpx.get(f"{base.rstrip('/')}/models", headers=headers, timeout=10)
+        except httpx.HTTPError:
+            return  # unreachable now: the run reports it (see above)
+        if reply.status_code in (401, 403):
+            raise ModelCallError(
+                f"{where}: the server refused the API key (HTTP {reply.status_code})"
+            )
+        served = None
+        if reply.status_code == 200:
+            try:
+                served = [str(m["id"]) for m in reply.json()["data"]]
+            except Exception:  # not OpenAI's list format: fall back to a tiny call
+                served = None
+        if served is not None:
+            if served and model_id not in served and f"{model_id}:latest" not in served:
+                raise ModelCallError(
+                    f"{where}: unknown model {model_id!r}; the server serves "
+                    f"{', '.join(served[:20])}"
+                )
+            return
+    refused = (LMAuthError, LMBillingError, LMNotConfiguredError, LMUnsupportedModelError)
+    quiet = logging.getLogger("dspy.clients.lm")  # not the truncation warning of 1 token
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        lm.copy(cache=False, num_retries=0)("Reply with OK.", max_tokens=1)
+    except refused as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ModelCallError(f"{where}: {first}") from err
+    except Exception:  # unreachable, rate-limited, timed out, anything else: the run tells
+        return
+    finally:
+        quiet.setLevel(level)

@@ -45,20 +45,36 @@ def p_true(lm: Any, messages: list[dict[str, str]], prefix: str) -> float | None
 
 
 def _litellm_mass(lm: Any, messages, prefix) -> tuple[dict[str, float], int]:
+    """The verdicts' probability mass read from the top token logprobs of an API reply.
+
+    The reply is prefilled: ``prefix`` goes as a final assistant message, the start of the
+    model's own reply, so that the one token generated is the verdict. A server given by
+    ``api_base`` (or ``OPENAI_API_BASE``) is also sent vLLM's ``continue_final_message`` and
+    ``add_generation_prompt=False`` (llama.cpp's server continues a final assistant message
+    without them; servers that do not know them ignore them). A server whose chat template
+    closes that message and opens a new reply (llama-cpp-python's server with a GGUF's own
+    template, OpenAI's hosted models) does not prefill: its first token then starts a new reply
+    instead of being the verdict. No verdict among the top tokens gives zero mass: nothing
+    validates."""
+    import os
+
     import litellm
 
-    asked = [
-        *messages[:-1],
-        {
-            **messages[-1],
-            "content": messages[-1]["content"] + f"\n\nReply with the next token only. {prefix}",
-        },
-    ]
+    def get(item: Any, key: str) -> Any:  # litellm returns objects, a raw reply dicts
+        return item[key] if isinstance(item, dict) else getattr(item, key)
+
+    asked = [*messages, {"role": "assistant", "content": prefix}]
     kwargs = {
         k: v
         for k, v in getattr(lm, "kwargs", {}).items()
         if k in ("api_base", "api_key", "api_version")
     }
+    if (
+        kwargs.get("api_base")
+        or os.environ.get("OPENAI_API_BASE")
+        or os.environ.get("OPENAI_BASE_URL")
+    ):
+        kwargs["extra_body"] = {"continue_final_message": True, "add_generation_prompt": False}
     try:
         response = litellm.completion(
             model=lm.model,
@@ -69,13 +85,16 @@ def _litellm_mass(lm: Any, messages, prefix) -> tuple[dict[str, float], int]:
             temperature=0,
             **kwargs,
         )
-        top = response.choices[0].logprobs["content"][0]["top_logprobs"]
+        top = get(get(get(response.choices[0], "logprobs"), "content")[0], "top_logprobs")
     except Exception as err:
-        raise ModelCallError(f"{lm.model}: no token logprobs for forced decoding ({err})") from err
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ModelCallError(
+            f"{lm.model}: no token logprobs for forced decoding ({first})"
+        ) from err
     mass = {"True": 0.0, "False": 0.0}
-    for entry in top:
-        token = entry["token"].strip().lower()
+    for entry in top or []:
+        token = str(get(entry, "token")).strip().lower()
         for verdict in mass:
             if token == verdict.lower():
-                mass[verdict] += math.exp(entry["logprob"])
+                mass[verdict] += math.exp(float(get(entry, "logprob")))
     return mass, int(getattr(response.usage, "prompt_tokens", 0) or 0)
