@@ -67,6 +67,9 @@ def test_local_jsonl_dataset(tmp_path):
         (record(answers="Ann"), "bad.jsonl:2: field 'answers' must be a list of strings"),
         (json.dumps({"id": "q2", "answers": []}), "bad.jsonl:2: missing field 'question'"),
         (record(paragraphs=[{"title": "T"}]), r"bad.jsonl:2: paragraphs\[0\] needs"),
+        (record(answers=[]), r"bad.jsonl:2: field 'answers' is empty"),
+        (record(answers=["  "]), r"bad.jsonl:2: field 'answers' is empty"),
+        (record(), r"bad.jsonl:2: field 'id' 'q1' repeats line 1"),
     ],
 )
 def test_bad_dataset_lines_name_file_line_and_field(tmp_path, line, message):

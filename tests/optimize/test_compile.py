@@ -217,6 +217,24 @@ def test_state_of_another_program_does_not_load(tmp_path, bm25, scripted_lm):
         load(art, model=lm, retriever=bm25)
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[1, 2, 3]", "expected a JSON object, found a JSON list"),
+        (b"\x80\x04\x95pickle bytes", "not a JSON text file"),
+    ],
+)
+def test_a_program_json_that_is_no_program_state_is_refused_in_one_line(
+    tmp_path, bm25, scripted_lm, content, message
+):
+    lm, _ = scripted_lm(answer)
+    art = make_artifact(tmp_path, bm25)
+    (art / "program.json").write_bytes(content)
+    with pytest.raises(InputError, match=message) as err:
+        load(art, model=lm, retriever=bm25)
+    assert "\n" not in str(err.value) and "program.json" in str(err.value)
+
+
 def test_unknown_optimizer_and_metric(scripted_lm, bm25):
     with pytest.raises(InputError, match="unknown optimizer 'adam'"):
         make_optimizer("adam", metric=lambda *a: 1.0)

@@ -143,3 +143,25 @@ def test_bench_resumes_without_repeating_finished_questions(scripted_lm, tmp_pat
     # only the iterative program's unfinished questions ran; basic's three did not
     assert asked_again == questions - iterative_before
     assert (tmp_path / "report.md").exists() and (tmp_path / "quality_vs_cost.png").exists()
+
+
+def test_bench_takes_a_dataset_given_as_an_absolute_path(scripted_lm, tmp_path):
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Who is person {i}?",
+            "answers": [f"P{i}"],
+            "paragraphs": [
+                {"title": f"T{i}", "text": f"Person {i} is P{i}.", "is_supporting": True}
+            ],
+        }
+        for i in range(2)
+    ]
+    data = tmp_path / "my data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lm, _ = scripted_lm(lambda prompt: {"answer": "P0"})
+    run_dir, results = run_bench(
+        tmp_path / "run", ["basic"], [str(data.resolve())], lm=lm, split="all", progress=False
+    )
+    assert (run_dir / "my-data" / "basic" / "predictions.jsonl").exists()
+    assert results[(str(data.resolve()), "basic")].aggregate["n"] == 2
