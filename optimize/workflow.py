@@ -28,7 +28,7 @@ from netcast.files import short_hash, slug
 from netcast.models import make_lm, model_name, token_counter
 from netcast.models.factory import preflight
 from netcast.optimize import tune as tuning
-from netcast.optimize.compile import compile_program, default_settings
+from netcast.optimize.compile import compile_program, default_settings, demo_report
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.session import build_program, load, open_retriever, retriever_recipe
 
@@ -62,6 +62,7 @@ class CompileResult:
     after: dict[str, Any]
     seconds: float
     reloaded: dict[str, Any] | None = None
+    demos: dict[str, dict[str, int]] | None = None  # per predictor: bootstrapped, labeled
 
 
 def run_evaluation(
@@ -214,7 +215,8 @@ def compile_recipe(
         "retriever": retriever_recipe(retriever, train),
         "model": {**recipe["model"], "resolved": lm.model},
     }
-    scores = {"before": before, "after": after, "compile_seconds": seconds}
+    demos = demo_report(compiled)
+    scores = {"before": before, "after": after, "compile_seconds": seconds, "demos": demos}
     artifact = save_artifact(out, compiled, full_recipe, scores, parent=parent)
     reloaded = None
     if reload:
@@ -228,7 +230,7 @@ def compile_recipe(
                 f"(first, {first_id}: {first})"
             )
         reloaded = scored.aggregate
-    return CompileResult(artifact, before, after, seconds, reloaded)
+    return CompileResult(artifact, before, after, seconds, reloaded, demos)
 
 
 def recompile(

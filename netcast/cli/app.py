@@ -311,6 +311,11 @@ def compile_cmd(
     except NetcastError as err:
         _fail(str(err))
     console.print(score_table(columns))
+    for step, counts in (result.demos or {}).items():
+        console.print(
+            f"demonstrations for {step}: {counts['bootstrapped']} bootstrapped from successful "
+            f"traces, {counts['labeled']} labeled from the training set"
+        )
     console.print(f"compiled in {result.seconds:.1f} s -> {result.artifact}", soft_wrap=True)
 
 

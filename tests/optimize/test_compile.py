@@ -74,6 +74,9 @@ def test_compile_save_load_in_a_fresh_process_gives_identical_predictions(
     assert recipe["retriever"]["kind"] == "bm25" and len(recipe["retriever"]["corpus_hash"]) == 64
     assert scores["before"]["n"] == scores["after"]["n"] == 4
     assert meta["versions"]["dspy"] and meta["lineage"] is None
+    # the compile report: how many demonstrations the step got, and from where
+    assert scores["demos"] == result.demos
+    assert sum(result.demos["answer"].values()) == 2
 
     program = load(result.artifact, model=lm)
     questions = [f"Word{i} what is item {i}?" for i in (0, 5, 9)]
