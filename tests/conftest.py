@@ -47,7 +47,7 @@ def scripted_lm():
         return lm, engine
 
     yield make
-    dspy.configure(lm=None)
+    dspy.configure(lm=None, adapter=None)  # no test leaves its adapter to the next
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ def test_agent_replies_always_parse_on_the_embedded_model(embedded_lm, program, 
     agent = program(retriever, lm=embedded_lm, **knobs)
     assert type(agent.adapter).__name__ == "JSONAdapter"
     calls = 0
-    with dspy.context(lm=embedded_lm):
+    with dspy.context(lm=embedded_lm, adapter=None):  # the program's own (JSON) adapter
         for example in data.examples:
             steps = agent(question=example.question).trace["steps"]
             calls += sum(s["calls"] for s in steps.values())
