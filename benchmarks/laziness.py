@@ -1,7 +1,17 @@
-"""Fishing for Answers, Appendix B (retrieval laziness): give the agent a first context that
-holds only part of the gold evidence (one of the question's supporting paragraphs), padded with
-irrelevant chunks to a fixed length, and measure how often its first decision is a follow-up
-search. Embedded model, bundled HotpotQA dev questions; lengths scaled to its n_ctx.
+"""Fishing for Answers (Lin et al.), Appendix B, Table 6 (retrieval laziness): "We manually
+injected redundant irrelevant chunks into the initial retrieval results to reach specific
+context lengths while ensuring that the retrieved chunks contained only partial golden chunks
+... We then measured the probability that the model would make a subsequent chunk_search call."
+
+Here: the agent's first context holds one chunk of one of the question's supporting paragraphs
+(part of the gold evidence), padded with randomly drawn chunks of non-supporting documents up
+to each ``--lengths`` value (tokens, counted with the model's tokenizer); the agent (the
+iterative strategy's decide step, no fallback or delete) is asked its next action once.
+Columns: P(follow-up search) = share of questions whose decision is chunk_search (the paper's
+"Follow-up Retrieval Probability"), P(answer), and P(unreadable) (the reply could not be read).
+The paper's lengths are 3k-12k tokens for a 32B model; the defaults are scaled to the embedded
+model's context window. ``--judge-model`` and ``--aux-model`` are accepted and ignored (the
+measure is the model's own decision: no judge, no auxiliary model).
 
     .venv/bin/python benchmarks/laziness.py --questions 15 --lengths 1000,2000,3000,4000
 """
@@ -14,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import dev_questions, header, model_label, parser, setup, table
+from _common import dev_questions, header, model_label, model_notes, parser, setup, table
 from dspy import context
 
 from netcast.models import context_window
@@ -28,16 +38,21 @@ def first_context(example, corpus, length: int, rng: random.Random) -> WorkingCo
     context = WorkingContext()
     context.add(gold[0])  # part of the evidence
     others = [c for c in corpus.chunks if c.doc_id not in gold_ids]
-    fillers = iter(rng.sample(others, 200))
-    while context.tokens() < length:
-        context.add(next(fillers))
+    for filler in rng.sample(others, len(others)):
+        if context.tokens() >= length:
+            break
+        context.add(filler)
     return context
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     arguments = parser(__doc__, questions=15)
-    arguments.add_argument("--lengths", default="1000,2000,3000,4000")
-    args = arguments.parse_args()
+    arguments.add_argument(
+        "--lengths",
+        default="1000,2000,3000,4000",
+        help="first-context lengths in tokens (default: %(default)s)",
+    )
+    args = arguments.parse_args(argv)
     lm = setup(args)
     data, retriever = dev_questions("hotpotqa-sample", args.questions, lm)
     program = Iterative(retriever, lm=lm, fallback=False, delete=False)
@@ -48,7 +63,9 @@ def main() -> None:
         actions = []
         for ex in data.examples:
             working = first_context(ex, retriever.corpus, length, rng)
-            with context(lm=lm):
+            # the adapter the program reads this model's replies with (as in a full run)
+            adapter = {"adapter": program.adapter} if program.adapter is not None else {}
+            with context(lm=lm, **adapter):
                 decision = program.next_action(ex.question, working, [])
             actions.append(decision["action"])
         n = len(actions)
@@ -63,9 +80,10 @@ def main() -> None:
         )
         print(f"length {length}: {actions}", flush=True)
     header(
-        f"Retrieval laziness (Appendix B): {args.questions} HotpotQA dev questions, "
+        f"Retrieval laziness (Appendix B): {len(data.examples)} HotpotQA dev questions, "
         f"{model_label(lm)} (context window {context_window(lm)}), first context = 1 of 2 gold "
-        "paragraphs + irrelevant chunks"
+        "paragraphs + irrelevant chunks",
+        model_notes(args),
     )
     table(
         ["first-context tokens", "questions", "P(follow-up search)", "P(answer)", "P(unreadable)"],

@@ -119,3 +119,45 @@ def em_metric(example, prediction, trace=None) -> float:
 def f1_metric(example, prediction, trace=None) -> float:
     """DSPy metric: token F1 of ``prediction.answer`` against ``example.answers``."""
     return f1_score(prediction.answer, example.answers)
+
+
+def text_tokens(text: str) -> list[str]:
+    """SQuAD-normalized tokens of ``text`` that hold a letter or digit (separators such as
+    "…" or "—", which the normalization keeps, are not tokens)."""
+    return [t for t in normalize_answer(text).split() if any(ch.isalnum() for ch in t)]
+
+
+def token_prf(retrieved: Iterable[str], gold: Iterable[str]) -> dict:
+    """Token-level precision, recall and F1 between the retrieved text and the gold supporting
+    text: the retrieval F1 of Knowledge-Aware Iterative Retrieval (§4.1.4: "Token-level overlap
+    (F1 score) between retrieved and ground-truth supporting documents"). Each side's passages
+    are joined and compared as bags of SQuAD-normalized tokens (``text_tokens``), the way the
+    SQuAD script compares an answer with its gold; a token counts as often as it occurs on both
+    sides. With no gold text all three are ``None``; nothing retrieved scores 0."""
+    gold_tokens = Counter(t for passage in gold for t in text_tokens(passage))
+    if not gold_tokens:
+        return {"precision": None, "recall": None, "f1": None}
+    got = Counter(t for passage in retrieved for t in text_tokens(passage))
+    common = sum((got & gold_tokens).values())
+    if common == 0:
+        return {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    precision = common / sum(got.values())
+    recall = common / sum(gold_tokens.values())
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": 2 * precision * recall / (precision + recall),
+    }
+
+
+def documents_with_answer(passages: Sequence[str], golds: Sequence[str]) -> list[bool]:
+    """For each passage, whether it contains a gold answer (normalized like SQuAD, as whole
+    words: ``answer_in_context`` on that passage alone)."""
+    return [bool(answer_in_context([p], golds)) for p in passages]
+
+
+def top_k_answer_recall(passages: Sequence[str], golds: Sequence[str], k: int) -> float:
+    """IterKey's retrieval recall at Top-K (§3, Fig. 2, Table 11: "the percentage of retrieved
+    documents that contain at least one reference answer", as Top-1..Top-5 curves): 1.0 if any
+    of the first ``k`` passages (ranked as retrieved) contains a gold answer, else 0.0."""
+    return float(any(documents_with_answer(list(passages)[:k], golds)))

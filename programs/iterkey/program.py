@@ -6,7 +6,12 @@ the probabilities of "True" and "False" as the next token (``logprobs``, forced 
 ``threshold``. Variants from the appendices: ``doc_by_doc`` regenerates keywords from each
 retrieved document separately (Table 10), ``cot`` validates and regenerates with
 chain-of-thought (Table 16); IterKey over a dense retriever (Table 6) is this program given a
-dense retriever."""
+dense retriever.
+
+``stop_when_valid=False`` is the setting of the paper's Table 9 (§4.4: "we iterated up to five
+times, including after a 'True' judgment"): the loop runs all ``max_iters`` iterations, every
+iteration's answer and verdict are in the trace's turns, and the answer returned is still the
+first validated one (the paper's 'Base'), so one run gives Base, VerifiedTrue and VerifiedAll."""
 
 from __future__ import annotations
 
@@ -57,6 +62,9 @@ class IterKey(NetcastProgram):
         variant: Literal["standard", "doc_by_doc", "cot"] = knobs.knob(
             "standard", search=knobs.Choice(VARIANTS)
         )
+        # False: keep iterating after a True up to max_iters (Table 9); the answer returned
+        # is still the first validated one
+        stop_when_valid: bool = True
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
@@ -140,17 +148,20 @@ class IterKey(NetcastProgram):
                     valid=valid,
                     p_true=probability,
                 )
-            tries.append((answer, probability, ids, documents))
-            if valid:
+            tries.append((answer, probability, ids, documents, valid))
+            if valid and knobs["stop_when_valid"]:
                 break
             if iteration < knobs["max_iters"]:
                 keywords = self.next_keywords(question, keywords, documents)
-        validated = valid
-        if validated or knobs["on_fail"] == "last":
-            answer, _, ids, documents = tries[-1]
+        first_valid = next((i for i, t in enumerate(tries) if t[4]), None)
+        validated = first_valid is not None
+        if validated:
+            answer, _, ids, documents, _ = tries[first_valid]
+        elif knobs["on_fail"] == "last":
+            answer, _, ids, documents, _ = tries[-1]
         else:  # the most probable answer; among equals (text mode: all 0.0) the latest
             best = max(range(len(tries)), key=lambda i: (tries[i][1], i))
-            answer, _, ids, documents = tries[best]
+            answer, _, ids, documents, _ = tries[best]
         return dspy.Prediction(
             answer=answer,
             evidence=ids,

@@ -59,3 +59,27 @@ def test_one_table_names_every_measure_evaluation_scores():
         answer="Paris", evidence=["paris#0"], context=["Paris: Paris."], trace=Trace().to_dict()
     )
     assert set(score(example, prediction)) == set(names)
+
+
+def test_token_prf_is_token_overlap_with_the_gold_supporting_text():
+    gold = ["Paris: Paris is the capital of France."]
+    # the refined context: a segment of the gold passage ("…" joins segments: not a token)
+    prf = metrics.token_prf(["Paris: Paris is … the capital"], gold)
+    # retrieved tokens: paris paris is capital (4); gold: paris paris is capital of france (6)
+    assert prf["precision"] == 1.0
+    assert prf["recall"] == pytest.approx(4 / 6)
+    assert prf["f1"] == pytest.approx(2 * (4 / 6) / (1 + 4 / 6))
+    # repeated tokens count as often as both sides have them
+    assert metrics.token_prf(["Paris Paris Paris"], ["Paris"])["precision"] == pytest.approx(1 / 3)
+    assert metrics.token_prf([], gold) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert metrics.token_prf(["x"], []) == {"precision": None, "recall": None, "f1": None}
+    assert metrics.token_prf(["Berlin"], gold)["f1"] == 0.0
+
+
+def test_top_k_answer_recall_reads_the_first_k_documents():
+    ranked = ["Berlin: capital of Germany.", "Seine: a river in Paris.", "Paris: the city."]
+    assert metrics.documents_with_answer(ranked, ["paris"]) == [False, True, True]
+    assert metrics.top_k_answer_recall(ranked, ["Paris"], 1) == 0.0
+    assert metrics.top_k_answer_recall(ranked, ["Paris"], 2) == 1.0
+    assert metrics.top_k_answer_recall(ranked, ["Parisian"], 3) == 0.0  # whole words
+    assert metrics.top_k_answer_recall([], ["Paris"], 5) == 0.0
