@@ -1,12 +1,15 @@
-"""IterKey (Iterative Keyword Generation with LLMs for Enhanced RAG): generate BM25 keywords
-(step 1), retrieve with question + keywords and answer (step 2), validate the answer True/False
-(step 3), regenerate keywords from the previous ones (step 4); repeat steps 2-4 until the answer
-validates or ``max_iters``. Validation reads the model's True/False output (``text``) or compares
-the probabilities of "True" and "False" as the next token (``logprobs``, forced decoding) against
-``threshold``. Variants from the appendices: ``doc_by_doc`` regenerates keywords from each
-retrieved document separately (Table 10), ``cot`` validates and regenerates with
-chain-of-thought (Table 16); IterKey over a dense retriever (Table 6) is this program given a
-dense retriever.
+"""IterKey (Iterative Keyword Generation with LLMs for Enhanced RAG): generate BM25 keywords (step
+1), retrieve with question + keywords and answer (step 2), validate the answer True/False (step
+3), regenerate keywords from the previous ones (step 4); repeat steps 2-4 until the answer
+validates or ``max_iters``. Validation reads the model's True/False output (``text``) or
+compares the probabilities of "True" and "False" as the next token (``logprobs``, forced
+decoding) against ``threshold``. The forced-decoding verdict is recorded in DSPy's trace as a
+Predict call is, so a compile gives ``validate_next_token`` demonstrations of its own, which
+then enter its prompt; the text and logprobs validators are separate predictors, so compile in
+the mode you will run. Variants from the appendices: ``doc_by_doc`` regenerates keywords from
+each retrieved document separately (Table 10), ``cot`` validates and regenerates with chain-of-
+thought (Table 16); IterKey over a dense retriever (Table 6) is this program given a dense
+retriever.
 
 ``stop_when_valid=False`` is the setting of the paper's Table 9 (§4.4: "we iterated up to five
 times, including after a 'True' judgment"): the loop runs all ``max_iters`` iterations, every
@@ -89,17 +92,20 @@ class IterKey(NetcastProgram):
         """(validated, P(True)); in text mode P(True) is 1.0 or 0.0."""
         if self.knobs["validation"] == "logprobs":
             predictor = self.validate_next_token
-            messages = dspy.ChatAdapter().format(
-                predictor.signature,
-                predictor.demos,
-                {"question": question, "documents": documents, "answer": answer},
-            )
+            inputs = {"question": question, "documents": documents, "answer": answer}
+            # the predictor's demos (a compile's) enter the prompt as in any DSPy step
+            messages = dspy.ChatAdapter().format(predictor.signature, predictor.demos, inputs)
             lm = predictor.lm or dspy.settings.lm  # the program's own LM (set_lm), if bound
             p = p_true(lm, messages, "[[ ## is_correct ## ]]\n")
             if p is None:  # neither verdict among the model's next tokens: nothing validates
                 trace.count("validate_next_token", "fallbacks")
-                return False, 0.0
-            return p >= self.knobs["threshold"], p
+            verdict = p is not None and p >= self.knobs["threshold"]
+            if dspy.settings.trace is not None:
+                # recorded as Predict records its calls, so a compile (BootstrapFewShot and the
+                # optimizers built on it) can turn a successful verdict into a demonstration
+                outputs = dspy.Prediction(is_correct=verdict)
+                dspy.settings.trace.append((predictor, inputs, outputs))
+            return verdict, p or 0.0
         try:
             verdict = bool(
                 self.validate(question=question, documents=documents, answer=answer).is_correct

@@ -194,3 +194,30 @@ def test_on_fail_best_in_text_mode_keeps_the_latest_answer(scripted_lm, bm25):
     scripted_lm(script)
     program = IterKey(bm25, validation="text", max_iters=3, on_fail="best")
     assert program(question="capital?").answer == "answer 3"
+
+
+def test_a_compile_gives_the_forced_decoding_validator_demos_that_enter_its_prompt(
+    scripted_lm, bm25
+):
+    import dspy
+
+    engine = forced_lm(scripted_lm, [0.9] * 4)
+    trainset = [
+        dspy.Example(question="capital of France?", answers=["answer 1"]).with_inputs("question")
+    ]
+    optimizer = dspy.BootstrapFewShot(
+        metric=lambda example, prediction, trace=None: prediction.validated,
+        max_bootstrapped_demos=1,
+        max_labeled_demos=0,
+    )
+    compiled = optimizer.compile(IterKey(bm25, validation="logprobs"), trainset=trainset)
+    demos = compiled.validate_next_token.demos
+    assert len(demos) == 1 and demos[0]["is_correct"] is True
+    assert demos[0]["answer"] == "answer 1" and demos[0]["question"] == "capital of France?"
+
+    engine.forced.clear()
+    compiled(question="Which river flows through Paris?")
+    messages, _ = engine.forced[0]
+    shown = "\n".join(m["content"] for m in messages[:-1])
+    assert "capital of France?" in shown and "answer 1" in shown  # the demo is in the prompt
+    assert "Which river flows through Paris?" in messages[-1]["content"]
