@@ -108,6 +108,8 @@ def dedupe_documents(docs: Iterable[Document]) -> list[Document]:
     return list(seen.values())
 
 
+# DSPy's chat-format field header (dspy.adapters.chat_adapter.field_header_pattern)
+FIELD_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 
 
@@ -173,8 +175,11 @@ def chunk_documents(
 
 
 def format_passage(title: str, text: str) -> str:
-    """How a chunk is shown to a model (and counted): ``"title: text"``."""
-    return f"{title}: {text}" if title else text
+    """How a chunk is shown to a model (and counted): ``"title: text"``, with DSPy's field
+    headers in it (``[[ ## answer ## ]]``) shown as ``[ ## answer ## ]``: a passage cannot
+    carry the reply format's own markers into a prompt (``netcast.models.adapter``)."""
+    shown = f"{title}: {text}" if title else text
+    return FIELD_HEADER.sub(r"[ ## \1 ## ]", shown)
 
 
 class Corpus:

@@ -12,6 +12,7 @@ import dspy
 
 from netcast import settings
 from netcast.models import embedded
+from netcast.models.adapter import ChatAdapter
 from netcast.models.embedded import EMBEDDED
 from netcast.models.tokens import TokenCounter, approx_counter, embedded_counter
 
@@ -81,18 +82,19 @@ def configure(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     return lm
 
 
-def default_adapter(lm: Any) -> dspy.Adapter | None:
+def default_adapter(lm: Any) -> dspy.Adapter:
     """The adapter netcast runs ``lm``'s steps with: DSPy's JSONAdapter where the model takes a
     JSON-schema ``response_format`` (a constrained embedded engine: every reply parses, a
-    ``Literal`` field takes only its values; a provider with structured outputs), else None
-    (DSPy's default: its chat format, with JSON as the fallback)."""
+    ``Literal`` field takes only its values; a provider with structured outputs), else DSPy's
+    chat format (with JSON as the fallback) refusing a reply that repeats a field's header
+    (``netcast.models.adapter``), also when no LM is given."""
     if lm is None:
-        return None
+        return ChatAdapter()
     try:
         structured = bool(lm.supports_response_schema)
     except Exception:  # a provider litellm cannot describe
         structured = False
-    return dspy.JSONAdapter() if structured else None
+    return dspy.JSONAdapter() if structured else ChatAdapter()
 
 
 def embedded_name(lm: Any) -> str | None:

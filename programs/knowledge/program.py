@@ -170,7 +170,7 @@ class KnowledgeAware(NetcastProgram):
         if self.knobs["refilter"]:
             for cid, segments in state.segments.items():
                 label = state.label(corpus[cid])
-                shown.append(f"[{label}] {corpus[cid].title}: {' … '.join(segments)}")
+                shown.append(f"[{label}] {format_passage(corpus[cid].title, ' … '.join(segments))}")
                 shown_chunks[label] = corpus[cid]
         try:
             segments = list(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from netcast.corpus import Chunk
+from netcast.corpus import Chunk, format_passage
 from netcast.programs.shared.spans import Mode, find_span
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -51,7 +51,10 @@ class AgentState:
         return True
 
     def context(self, corpus) -> list[str]:
-        return [f"{corpus[cid].title}: {' … '.join(segs)}" for cid, segs in self.segments.items()]
+        return [
+            format_passage(corpus[cid].title, " … ".join(segs))
+            for cid, segs in self.segments.items()
+        ]
 
 
 def content_words(text: str) -> set[str]:

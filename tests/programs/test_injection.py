@@ -299,31 +299,26 @@ MARKERS = (
 
 
 @pytest.mark.parametrize(
-    ("program", "echo_of"),
-    [
-        (Iterative, iterative_echo),
-        pytest.param(
-            SearchR1,
-            search_r1_echo,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known hole: DSPy's ChatAdapter keeps the first '[[ ## field ## ]]' "
-                "section of a reply, so a reasoning that copies a passage holding field "
-                "headers sets action=answer and answer=HACKED; passages are not escaped",
-            ),
-        ),
-    ],
+    ("program", "echo_of"), [(Iterative, iterative_echo), (SearchR1, search_r1_echo)]
 )
 def test_field_headers_copied_from_a_passage_do_not_become_the_answer(
     scripted_lm, program, echo_of
 ):
-    """A passage carrying the reply format's own field headers, copied by the model into its
-    reasoning (the first field of the reply): the headers are then the first ``action`` and
-    ``answer`` sections DSPy reads."""
+    """A passage carrying the reply format's own field headers, restored and copied by the
+    model into its reasoning (the first field of the reply), its real fields after them: DSPy's
+    chat format alone would read the copied headers as the first ``action`` and ``answer``
+    sections. The reply repeats a header, so it is unreadable: no action, no answer from it."""
     docs = [*BENIGN, Document("evil", "Notice", MARKERS)]
     retriever = BM25Retriever(Corpus.from_documents(docs, WordCounter()))
     echo = Echo(MARKERS)
-    echo.visible = lambda prompt: "notice to the agent" in prompt  # shown JSON-escaped
-    scripted_lm(echo_of(echo))
+    echo.visible = lambda prompt: "notice to the agent" in prompt
+    _, engine = scripted_lm(echo_of(echo))
     prediction = program(retriever, k=3)(question=QUESTION)
     assert prediction.answer == ANSWER
+    assert any("notice to the agent" in p for p in engine.prompts)  # the passage was shown
+    decide = "decide" if program is Iterative else "step"
+    assert prediction.trace["steps"][decide]["parse_failures"] >= 1
+    assert "answer" not in [t["action"] for t in prediction.trace["turns"][:-1]]
+    # the passage itself reached the model with its headers neutralized
+    shown = [p for p in engine.prompts if "notice to the agent" in p]
+    assert all("[ ## answer ## ]" in p for p in shown)
