@@ -34,7 +34,7 @@ class ScriptedEngine:
         with self._lock:
             self.prompts.append(prompt)
             fields = self._next(prompt)
-        text = chat_output(fields)
+        text = self.render(fields)
         return Response(
             id=None,
             model="scripted",
@@ -42,6 +42,9 @@ class ScriptedEngine:
             finish_reason="stop",
             usage=Usage(input_tokens=len(prompt.split()), output_tokens=len(text.split())),
         )
+
+    def render(self, fields: dict[str, Any]) -> str:
+        return chat_output(fields)
 
     def stream(self, request):
         return response_to_events(self.complete(request))
@@ -60,3 +63,24 @@ def _served_in_order(items: list[dict[str, Any]]) -> Callable[[str], dict[str, A
             raise RuntimeError("the scripted model ran out of answers") from None
 
     return next_fields
+
+
+class SchemaEngine(ScriptedEngine):
+    """A scripted model that takes a JSON-schema ``response_format`` (as a constrained engine
+    does, so DSPy's JSONAdapter sends one), records each request's, and replies in JSON."""
+
+    supports_response_schema = True
+    supported_params = frozenset({"temperature", "max_tokens", "response_format"})
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.formats: list[dict[str, Any] | None] = []
+
+    def complete(self, request) -> Response:
+        self.formats.append(request.config.response_format)
+        return super().complete(request)
+
+    def render(self, fields: dict[str, Any]) -> str:
+        import json
+
+        return json.dumps(fields)

@@ -170,15 +170,17 @@ def compile_recipe(
     threads: int = 1,
     progress: bool = True,
     lm: dspy.BaseLM | None = None,
+    teacher_lm: dspy.BaseLM | None = None,
     reload: bool = False,
 ) -> CompileResult:
     """Run a recipe (program, knobs, dataset and splits, optimizer, metric, model, seed) and
-    save the artifact to ``out``. ``lm`` replaces the model the recipe names (an LM object the
-    caller built). With ``reload``, the saved artifact is loaded back as a user would and
-    scored on the same dev questions."""
+    save the artifact to ``out``. ``lm`` and ``teacher_lm`` replace the models the recipe names
+    (LM objects the caller built, e.g. with an endpoint). With ``reload``, the saved artifact
+    is loaded back as a user would and scored on the same dev questions."""
     lm = lm or recipe_lm(recipe)
     teacher = recipe.get("teacher_model")
-    teacher_lm = make_lm(teacher) if teacher else None
+    if teacher_lm is None and teacher:
+        teacher_lm = make_lm(teacher)
     data = recipe["dataset"]
     train = load_dataset(data["name"], data["train_split"], data.get("train_limit"))
     dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"))

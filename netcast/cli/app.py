@@ -36,6 +36,17 @@ KnobOpt = Annotated[
     typer.Option("--set", help="program knob, key=value (repeatable), e.g. --set top_k=3"),
 ]
 LimitOpt = Annotated[Optional[int], typer.Option(help="first N questions")]  # noqa: UP045
+ApiBaseOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--api-base",
+        help="model endpoint URL for every model of the command (e.g. http://127.0.0.1:8000/v1)",
+    ),
+]
+RetriesOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--retries", help="retries per model call"),
+]
 
 
 def main() -> None:
@@ -115,10 +126,8 @@ def evaluate(
     run_dir: Annotated[
         Optional[Path], typer.Option(help="where results go (default: runs/<run name>)")  # noqa: UP045
     ] = None,
-    api_base: Annotated[Optional[str], typer.Option(help="model endpoint URL")] = None,  # noqa: UP045
-    retries: Annotated[
-        Optional[int], typer.Option(help="retries per model call")  # noqa: UP045
-    ] = None,
+    api_base: ApiBaseOpt = None,
+    retries: RetriesOpt = None,
     max_errors: Annotated[int, typer.Option(help="failed questions tolerated")] = 3,
 ) -> None:
     """Run a program on a dataset split; print quality and cost; save per-question results."""
@@ -198,6 +207,7 @@ def ask(
     retriever: RetrieverOpt = "bm25",
     index: IndexOpt = None,
     knob: KnobOpt = None,
+    api_base: ApiBaseOpt = None,
 ) -> None:
     """Answer one question and show the evidence and the trace."""
     import dspy
@@ -208,7 +218,7 @@ def ask(
 
     try:
         knobs = _knobs(knob, program)
-        lm = _lm(model)
+        lm = _lm(model, api_base)
         data = None
         if index is None:
             corpus_name, docs = load_corpus(dataset)
@@ -268,6 +278,8 @@ def compile_cmd(
     ] = None,
     retune: Annotated[bool, typer.Option(help="with --from: re-tune knobs first")] = False,
     trials: Annotated[int, typer.Option(help="with --retune: tuning trials")] = 6,
+    api_base: ApiBaseOpt = None,
+    retries: RetriesOpt = None,
 ) -> None:
     """Compile a program's prompts on a training split and save an artifact (or, with --from,
     recompile an artifact's recipe with another model)."""
@@ -276,7 +288,7 @@ def compile_cmd(
 
     try:
         if from_dir is not None:
-            lm = _lm(model)
+            lm = _lm(model, api_base, retries)
             knobs = retune_knobs(from_dir, lm, trials) if retune else None
             result, old = recompile(from_dir, model, out, knobs=knobs, threads=threads, lm=lm)
             columns = {f"{from_dir} (old)": old.get("after"), f"{out} (new model)": result.after}
@@ -302,7 +314,11 @@ def compile_cmd(
                 retriever=retriever,
                 seed=seed,
             )
-            result = compile_recipe(recipe, out, threads=threads, reload=True)
+            lm = _lm(model, api_base, retries)
+            teacher_lm = _lm(teacher_model, api_base, retries) if teacher_model else None
+            result = compile_recipe(
+                recipe, out, threads=threads, reload=True, lm=lm, teacher_lm=teacher_lm
+            )
             columns = {
                 "uncompiled": result.before,
                 "compiled": result.after,
@@ -351,6 +367,8 @@ def tune(
     ] = None,
     seed: Annotated[int, typer.Option()] = 0,
     heartbeat: Annotated[int, typer.Option(help="seconds; stale trials are retried")] = 30,
+    api_base: ApiBaseOpt = None,
+    retries: RetriesOpt = None,
 ) -> None:
     """Tune a program's knobs with Optuna (quality vs cost); resumable; distributable."""
     from netcast.optimize.workflow import run_tuning
@@ -361,7 +379,7 @@ def tune(
         result = run_tuning(
             program,
             dataset,
-            _lm(model),
+            _lm(model, api_base, retries),
             trials=trials,
             objectives=objectives,
             compile_each=compile_each,
@@ -418,6 +436,8 @@ def bench(
     run_dir: Annotated[
         Optional[Path], typer.Option(help="default: runs/bench-<settings hash>")  # noqa: UP045
     ] = None,
+    api_base: ApiBaseOpt = None,
+    retries: RetriesOpt = None,
 ) -> None:
     """Run strategies x datasets on the same questions and write a comparison report."""
     from netcast.optimize.bench import resolve_programs, run_bench
@@ -425,7 +445,7 @@ def bench(
     try:
         names = resolve_programs(programs)
         sets = [d.strip() for d in datasets.split(",") if d.strip()]
-        lm = _lm(model)
+        lm = _lm(model, api_base, retries)
         done_dir, results = run_bench(
             run_dir,
             names,

@@ -159,9 +159,19 @@ class Iterative(NetcastProgram):
             f"[{label}] {format_passage(h.chunk.title, h.chunk.text)}"
             for label, h in labels.items()
         ]
+        signature = self.delete_chunks.signature
+        if isinstance(dspy.settings.adapter, dspy.JSONAdapter):
+            # replies under a JSON schema: the ids it may name are this retrieval's labels (a
+            # Literal; constrained decoding allows nothing else, e.g. no copied chunk text).
+            # A free-text reply keeps list[str], read tolerantly by chosen_labels.
+            names = tuple(labels) + tuple(f"[{label}]" for label in labels)
+            signature = signature.with_updated_fields("delete_ids", type_=list[Literal[names]])
         try:
             raw = self.delete_chunks(
-                question=question, context=context.labelled(), retrieved=shown
+                signature=signature,
+                question=question,
+                context=context.labelled(),
+                retrieved=shown,
             ).delete_ids
         except AdapterParseError:
             trace.count("delete_chunks", "fallbacks")  # keep every retrieved chunk

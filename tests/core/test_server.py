@@ -2,8 +2,8 @@
 
 The slow tests start llama-cpp-python's server (``helpers_server.LlamaServer``) on a free
 loopback port with the embedded GGUF, once for the module, and run the command line against it
-with ``--model openai/<name> --api-base http://127.0.0.1:PORT/v1`` (``compile``, ``bench`` and
-the judge read the endpoint from ``OPENAI_API_BASE``: those options take no ``--api-base``).
+with ``--model openai/<name> --api-base http://127.0.0.1:PORT/v1`` (every command that calls a
+model takes ``--api-base``; it reaches the judge and the teacher too).
 The fault tests kill it (SIGKILL, as a crash) and start it again on the same port.
 
 The fast tests cover the same checks without a model: the preflight before any question, the
@@ -76,7 +76,7 @@ def test_a_missing_api_key_fails_before_any_question(tmp_path):
 def test_bench_with_failing_questions_says_so_in_one_line(tmp_path):
     base = "http://127.0.0.1:9/v1"  # nothing listens: the preflight leaves it to the run
     args = ["bench", "--programs", "basic", "--limit", "1", "--model", "openai/netcast-small"]
-    result = cli(*args, "--run-dir", tmp_path / "b", env={"OPENAI_API_BASE": base})
+    result = cli(*args, "--api-base", base, "--run-dir", tmp_path / "b")
     assert result.exit_code == 2, result.output  # nothing finished: no report
     (line,) = error_lines(result.output)
     assert line.startswith(f"error: 1 question(s) failed calling {base} and none finished")
@@ -244,7 +244,7 @@ def test_evaluate_counts_calls_and_tokens_and_judges_under_another_name(live, tm
     args = ["evaluate", "--program", "basic", "--limit", "2", "--threads", "2"]
     args += ["--model", f"openai/{SMALL}", "--api-base", live.base, "--run-dir", run_dir]
     args += ["--judge", "--judge-model", f"openai/{JUDGE}"]
-    result = cli(*args, env={"OPENAI_API_BASE": live.base})  # the judge's endpoint
+    result = cli(*args, env={"OPENAI_API_BASE": None})  # --api-base reaches the judge too
     assert result.exit_code == 0, result.output
     assert f"basic on hotpotqa-sample/dev with openai/{SMALL}" in result.output
     saved = rows(run_dir)
@@ -324,7 +324,7 @@ def test_compile_then_load_gives_the_same_predictions(live, tmp_path, monkeypatc
     out = tmp_path / "artifact"
     args = ["compile", "--program", "basic", "--set", "top_k=1", "--train-limit", "3"]
     args += ["--dev-limit", "2", "--model", f"openai/{SMALL}", "--out", out]
-    result = cli(*args, env={"OPENAI_API_BASE": live.base})
+    result = cli(*args, "--api-base", live.base, env={"OPENAI_API_BASE": None})
     assert result.exit_code == 0, result.output
     assert "loaded from artifact" in result.output and (out / "program.json").exists()
     dev = load_dataset("hotpotqa-sample", "dev", 2).examples
@@ -375,7 +375,7 @@ def test_bench_runs_two_strategies_through_the_server(live, tmp_path):
     dataset = small_dataset(tmp_path / "small.jsonl")
     args = ["bench", "--programs", "basic,iterkey", "--datasets", dataset, "--split", "all"]
     args += ["--limit", "2", "--model", f"openai/{PREFILL}", "--run-dir", tmp_path / "b"]
-    result = cli(*args, env={"OPENAI_API_BASE": live.base})
+    result = cli(*args, "--api-base", live.base, env={"OPENAI_API_BASE": None})
     assert result.exit_code == 0, result.output
     report = (tmp_path / "b" / "report.md").read_text()
     assert "| basic |" in report and "| iterkey |" in report
@@ -418,7 +418,7 @@ def test_a_compile_interrupted_by_the_server_dying_leaves_no_artifact(live, tmp_
     args = ["compile", "--program", "basic", "--set", "top_k=1", "--train-limit", "3"]
     args += ["--dev-limit", "2", "--model", f"openai/{SMALL}", "--out", out]
     live.kill_after(3)  # scored before compiling (2 calls), then dies while bootstrapping
-    result = cli(*args, env={"OPENAI_API_BASE": live.base})
+    result = cli(*args, "--api-base", live.base, env={"OPENAI_API_BASE": None})
     assert result.exit_code == 2, result.output
     (line,) = error_lines(result.output)
     assert f"failed calling {live.base}" in line and "no artifact was written" in line

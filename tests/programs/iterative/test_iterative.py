@@ -217,3 +217,23 @@ def test_a_repeated_query_ends_the_search(scripted_lm, docs):
     scripted_lm(agent([{"action": "search", "query": "Seine"}] * 3))
     again = Iterative(docs, k=2, fallback=False, stop_on_repeat=False, max_turns=3)
     assert searches(again(question="Which river is in Paris?")) == ["Seine"] * 3
+
+
+def test_under_a_json_schema_chunk_delete_can_name_only_the_labels_just_retrieved(docs):
+    import dspy
+
+    from netcast.testing import SchemaEngine
+
+    engine = SchemaEngine(
+        agent([{"action": "search", "query": "capital"}, {"action": "answer"}], [["N2"]])
+    )
+    lm = dspy.LM("scripted/schema", engine=engine, cache=False, num_retries=0)
+    program = Iterative(docs, k=3, fallback=False, lm=lm)
+    assert isinstance(program.adapter, dspy.JSONAdapter)
+    program.set_lm(lm)
+    prediction = program(question="capital?")
+    (delete_format,) = [f for f in engine.formats if "delete_ids" in f["schema"]["properties"]]
+    items = delete_format["schema"]["properties"]["delete_ids"]["items"]
+    assert items["enum"] == ["N1", "N2", "N3", "[N1]", "[N2]", "[N3]"]
+    first = prediction.trace["turns"][0]
+    assert first["deleted"] == [first["returned"][1]]
