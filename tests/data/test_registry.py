@@ -89,6 +89,15 @@ def test_dataset_without_passages_needs_a_corpus(tmp_path):
     assert len(load_dataset(str(path), "all", corpus=docs).documents) == 1
 
 
+def test_a_dataset_whose_paragraphs_are_all_blank_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "blank.jsonl"
+    blank = [{"title": "Ann", "text": "   "}, {"title": "Bob", "text": "\n"}]
+    path.write_text(record(paragraphs=blank) + "\n")
+    with pytest.raises(InputError) as refused:
+        load_dataset(str(path), "all")
+    assert str(refused.value).startswith(f"dataset '{path}' has no passages of its own")
+
+
 def hub_record(rid, question, supporting, other):
     return {
         "id": rid,
