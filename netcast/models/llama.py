@@ -211,6 +211,14 @@ class LlamaCppEngine:
             ),
         )
 
+    def prompt_evaluation(self) -> tuple[int, float]:
+        """(prompt tokens llama.cpp has evaluated, seconds it took), counted since the model
+        loaded (llama.cpp's own performance counters): tokens a reused prefix covered are not
+        evaluated, so this measures what prefix reuse saves."""
+        with self._lock:
+            data = llama_cpp.llama_perf_context(self._model()._ctx.ctx)
+        return int(data.n_p_eval), float(data.t_p_eval_ms) / 1000
+
     def next_token_logprobs(
         self, messages: list[dict[str, str]], prefix: str, candidates: tuple[str, ...]
     ) -> tuple[dict[str, float], int]:

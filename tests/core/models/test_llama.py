@@ -74,7 +74,7 @@ def test_predictor_prefix_cache_restores_each_predictors_state_with_the_same_tex
     path = str(embedded.model_path())
     sky = dspy.Predict(dspy.Signature("question -> answer", "Answer in one word."))
     sums = dspy.Predict(dspy.Signature("numbers -> total", "Add the numbers."))
-    outputs = {}
+    outputs, evaluated = {}, {}
     for mode in ("off", "predictor"):
         other = LlamaCppEngine(path, n_ctx=2048, max_tokens=16, prefix_cache=mode)
         with dspy.context(lm=make_lm(other)):
@@ -86,8 +86,11 @@ def test_predictor_prefix_cache_restores_each_predictors_state_with_the_same_tex
             ]
         if mode == "predictor":
             assert len(other._saved) == 2  # one saved state per system prompt
+        evaluated[mode] = other.prompt_evaluation()[0]
         other.close()
     assert outputs["off"] == outputs["predictor"]
+    # the third and fourth prompts evaluate only what follows their predictor's saved prefix
+    assert 0 < evaluated["predictor"] < evaluated["off"]
 
 
 def test_context_overflow_is_a_clear_error(engine):
