@@ -13,7 +13,7 @@ import dspy
 from netcast.data import load_dataset
 from netcast.errors import ModelCallError
 from netcast.files import short_hash, slug
-from netcast.models import token_counter
+from netcast.models import decoding_info, token_counter
 from netcast.models.factory import preflight
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.optimize.report import write_report
@@ -59,6 +59,7 @@ def run_bench(
     meta = {
         **(info or {}),
         "model": lm.model,
+        **decoding_info(lm),
         "retriever": retriever,
         "split": split,
         "limit": limit,
@@ -86,6 +87,7 @@ def run_bench(
                 "dataset": dataset,
                 "split": split,
                 "model": lm.model,
+                **decoding_info(lm),
                 "retriever": retriever,
             }
             with dspy.context(lm=lm):

@@ -25,7 +25,7 @@ from netcast.artifacts import read_artifact, save_artifact
 from netcast.data import load_dataset
 from netcast.errors import ModelCallError
 from netcast.files import short_hash, slug
-from netcast.models import make_lm, model_name, token_counter
+from netcast.models import decoding_info, make_lm, model_name, token_counter
 from netcast.models.factory import preflight
 from netcast.optimize import tune as tuning
 from netcast.optimize.compile import compile_program, default_settings, demo_report
@@ -97,6 +97,7 @@ def run_evaluation(
         "dataset": dataset,
         "split": split,
         "model": lm.model,
+        **decoding_info(lm),
         "retriever": index_obj.kind,
         "corpus_hash": index_obj.corpus.content_hash(),
         "judge_model": getattr(judge_lm, "model", None),

@@ -43,6 +43,13 @@ ApiBaseOpt = Annotated[
         help="model endpoint URL for every model of the command (e.g. http://127.0.0.1:8000/v1)",
     ),
 ]
+ConstrainedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--constrained/--free-decoding",
+        help="embedded models: decode each step under its JSON schema (default) or freely",
+    ),
+]
 RetriesOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option("--retries", help="retries per model call"),
@@ -64,10 +71,15 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def _lm(model: str | None, api_base: str | None = None, retries: int | None = None):
+def _lm(
+    model: str | None,
+    api_base: str | None = None,
+    retries: int | None = None,
+    constrained: bool = True,
+):
     from netcast.models import make_lm
 
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {} if constrained else {"constrained": False}
     if api_base:
         kwargs["api_base"] = api_base
     if retries is not None:
@@ -128,6 +140,7 @@ def evaluate(
     ] = None,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
+    constrained: ConstrainedOpt = True,
     max_errors: Annotated[int, typer.Option(help="failed questions tolerated")] = 3,
 ) -> None:
     """Run a program on a dataset split; print quality and cost; save per-question results."""
@@ -135,7 +148,7 @@ def evaluate(
 
     try:
         knobs = _knobs(knob, program)
-        lm = _lm(model, api_base, retries)
+        lm = _lm(model, api_base, retries, constrained)
         judge_lm = (_lm(judge_model, api_base, retries) if judge_model else lm) if judge else None
         result = run_evaluation(
             program,
@@ -438,6 +451,7 @@ def bench(
     ] = None,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
+    constrained: ConstrainedOpt = True,
 ) -> None:
     """Run strategies x datasets on the same questions and write a comparison report."""
     from netcast.optimize.bench import resolve_programs, run_bench
@@ -445,7 +459,7 @@ def bench(
     try:
         names = resolve_programs(programs)
         sets = [d.strip() for d in datasets.split(",") if d.strip()]
-        lm = _lm(model, api_base, retries)
+        lm = _lm(model, api_base, retries, constrained)
         done_dir, results = run_bench(
             run_dir,
             names,

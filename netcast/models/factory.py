@@ -97,6 +97,14 @@ def default_adapter(lm: Any) -> dspy.Adapter:
     return dspy.JSONAdapter() if structured else ChatAdapter()
 
 
+def decoding_info(lm: Any) -> dict[str, str]:
+    """What a run records of ``lm``'s decoding beyond its name: ``{"decoding": "free"}`` for an
+    embedded model with constrained decoding off (so a run of it never resumes one under the
+    default), else nothing."""
+    engine = getattr(lm, "engine", None)
+    return {"decoding": "free"} if getattr(engine, "constrained", True) is False else {}
+
+
 def embedded_name(lm: Any) -> str | None:
     """The embedded model's netcast name if ``lm`` runs one, else None."""
     return getattr(lm, "embedded_name", None)

@@ -192,3 +192,34 @@ def test_evaluate_with_the_second_embedded_model(tmp_path):
     assert "qwen2.5-coder-1.5b-instruct" in result.output
     rows = (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()
     assert len(rows) == 1
+
+
+@pytest.mark.parametrize(("flag", "constrained"), [([], True), (["--free-decoding"], False)])
+@pytest.mark.parametrize("command", ["evaluate", "bench"])
+def test_free_decoding_reaches_the_embedded_model(
+    monkeypatch, tmp_path, command, flag, constrained
+):
+    from netcast.errors import InputError
+
+    made = []
+
+    def recording(model=None, **kwargs):
+        made.append(kwargs)
+        raise InputError("stop here")
+
+    monkeypatch.setattr("netcast.models.make_lm", recording)
+    result = runner.invoke(app, [command, "--run-dir", str(tmp_path / "r"), *flag])
+    assert result.exit_code == 2 and "error: stop here" in result.output
+    assert made and made[0].get("constrained", True) is constrained
+
+
+def test_a_free_decoding_run_records_it_so_it_never_resumes_a_constrained_one():
+    from types import SimpleNamespace
+
+    from netcast.models import decoding_info
+
+    assert decoding_info(SimpleNamespace(engine=SimpleNamespace(constrained=False))) == {
+        "decoding": "free"
+    }
+    assert decoding_info(SimpleNamespace(engine=SimpleNamespace(constrained=True))) == {}
+    assert decoding_info(SimpleNamespace(model="openai/x")) == {}
