@@ -243,3 +243,27 @@ def test_unknown_optimizer_and_metric(scripted_lm, bm25):
         make_optimizer("adam", metric=lambda *a: 1.0)
     with pytest.raises(InputError, match="unknown metric 'bleu'"):
         compile_program(BasicRAG(bm25), [], metric="bleu")
+
+
+def test_the_teacher_model_writes_the_bootstrapped_demonstrations(scripted_lm, qa_file):
+    """The teacher answers the training questions (its traces become demos); the student is
+    asked nothing while bootstrapping, then answers with the teacher's demos in its prompt."""
+    from netcast.data import load_dataset
+    from netcast.session import open_retriever
+
+    _, student = scripted_lm(lambda prompt: {"answer": "student guess"})
+    teacher = ScriptedEngine(lambda prompt: {"answer": last_question(prompt).split()[0]})
+    teacher_lm = dspy.LM("scripted/teacher", engine=teacher, cache=False, num_retries=0)
+    train = load_dataset(qa_file, "all", limit=4)
+    program = BasicRAG(open_retriever(train), top_k=1)
+    compiled = compile_program(
+        program,
+        train.examples,
+        teacher_lm=teacher_lm,
+        settings={"max_bootstrapped_demos": 2, "max_labeled_demos": 0},
+    )
+    assert student.prompts == [] and len(teacher.prompts) == 2  # two traces were enough
+    demos = compiled.answer.demos
+    assert [d["answer"] for d in demos] == ["Word0", "Word1"]  # the teacher's answers
+    compiled(question="Word7 what is item 7?")
+    assert len(student.prompts) == 1 and "Word0" in student.prompts[0]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The strategy comparison's two tiers (benchmarks/README.md), in the order they are run. Every
+# step resumes: finished questions are kept in benchmarks/results/<run>/ and skipped, so this
+# script can be stopped at any point and run again (in another session too, once the rows are
+# committed). One model evaluation at a time: the machine has 2 cores.
+#
+#     bash benchmarks/tiers.sh            # everything, in order
+#     bash benchmarks/tiers.sh indicative # one stage: indicative | decisive-basic | musique
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NETCAST=.venv/bin/netcast
+R=benchmarks/results
+ALL=basic,iterative,search_r1,iterkey,knowledge,combined,one_shot
+
+indicative() {
+  # every strategy, uncompiled, 0.5B, HotpotQA dev, n = 40
+  $NETCAST bench --programs "$ALL" --datasets hotpotqa-sample --limit 40 \
+    --run-dir "$R/indicative-hotpotqa-0.5b"
+}
+
+decisive_basic() {
+  # basic at n = 150 on both embedded models (the first 40 questions are the indicative ones)
+  $NETCAST bench --programs basic --datasets hotpotqa-sample --limit 150 \
+    --run-dir "$R/decisive-hotpotqa-0.5b"
+  $NETCAST bench --programs basic --datasets hotpotqa-sample --limit 150 \
+    --model embedded-1.5b --run-dir "$R/decisive-hotpotqa-1.5b"
+}
+
+musique() {
+  $NETCAST bench --programs basic,iterative,knowledge,iterkey --datasets musique-sample \
+    --limit 40 --run-dir "$R/indicative-musique-0.5b"
+}
+
+case "${1:-all}" in
+  indicative) indicative ;;
+  decisive-basic) decisive_basic ;;
+  musique) musique ;;
+  all) indicative; decisive_basic; musique ;;
+  *) echo "unknown stage $1: indicative | decisive-basic | musique | all" >&2; exit 2 ;;
+esac
