@@ -267,3 +267,50 @@ def test_the_teacher_model_writes_the_bootstrapped_demonstrations(scripted_lm, q
     assert [d["answer"] for d in demos] == ["Word0", "Word1"]  # the teacher's answers
     compiled(question="Word7 what is item 7?")
     assert len(student.prompts) == 1 and "Word0" in student.prompts[0]
+
+
+PROPOSAL = "Answer with the exact span from the passages."
+
+
+def outputs_asked(prompt: str) -> list[str]:
+    """The output field names a ChatAdapter prompt asks for."""
+    import re
+
+    block = prompt.split("Your output fields are:")[1].split("All interactions")[0]
+    return re.findall(r"\d+\. `(\w+)`", block)
+
+
+def test_mipro_proposes_instructions_with_the_prompt_model_and_keeps_the_one_that_scores(
+    scripted_lm, qa_file
+):
+    """MIPROv2 (auto="light") through compile_program: the teacher proposes instructions; the
+    student answers right only under the proposed one, so MIPRO must select it. The number of
+    model calls it takes is its budget here (deterministic for these settings)."""
+    from netcast.data import load_dataset
+    from netcast.session import open_retriever
+
+    def student(prompt):
+        ok = "exact span" in prompt
+        return {"answer": last_question(prompt).split()[0] if ok else "wrong"}
+
+    def teacher(prompt):
+        asked = outputs_asked(prompt)
+        return {name: PROPOSAL if name == "proposed_instruction" else "ok" for name in asked}
+
+    _, student_engine = scripted_lm(student)
+    teacher_engine = ScriptedEngine(teacher)
+    teacher_lm = dspy.LM("scripted/teacher", engine=teacher_engine, cache=False, num_retries=0)
+    data = load_dataset(qa_file, "all", limit=8)
+    program = BasicRAG(open_retriever(data), top_k=1)
+    compiled = compile_program(
+        program,
+        data.examples[:4],
+        optimizer="mipro",
+        valset=data.examples[4:8],
+        teacher_lm=teacher_lm,
+    )
+    assert compiled.answer.signature.instructions == PROPOSAL
+    assert program.answer.signature.instructions != PROPOSAL  # the original is kept
+    assert (
+        teacher_engine.prompts and len(student_engine.prompts) + len(teacher_engine.prompts) < 150
+    )
