@@ -224,7 +224,9 @@ class LlamaCppEngine:
     ) -> tuple[dict[str, float], int]:
         """Forced decoding: log-probabilities of each candidate's first token as the next token
         after the chat prompt plus the start of the assistant reply ``prefix``; and the number
-        of prompt tokens. Reuses the KV cache of a shared prompt prefix."""
+        of prompt tokens. A candidate whose first token is an earlier candidate's is left out
+        (the same event: ``"True"`` and ``" True"`` are one token for some tokenizers). Reuses
+        the KV cache of a shared prompt prefix."""
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         with self._lock:
@@ -250,10 +252,10 @@ class LlamaCppEngine:
             logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
             logits = logits.astype(np.float64)
             logprobs = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
-            first = {
-                c: llm.tokenize(c.encode(), add_bos=False, special=False)[0] for c in candidates
-            }
-            return {c: float(logprobs[t]) for c, t in first.items()}, len(tokens)
+            first: dict[int, str] = {}
+            for c in candidates:
+                first.setdefault(llm.tokenize(c.encode(), add_bos=False, special=False)[0], c)
+            return {c: float(logprobs[t]) for t, c in first.items()}, len(tokens)
 
     def stream(self, request):
         return response_to_events(self.complete(request))

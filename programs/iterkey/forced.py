@@ -6,9 +6,9 @@ llama.cpp engine, or a test's fake) is asked directly; other LMs go through lite
 ``logprobs=True`` where the provider returns them.
 
 Each verdict is matched in its spellings ("True", "true", " True", " true": tokenizers differ in
-whether a leading space or the case is part of the first token), and their probabilities are
-added. When neither verdict is among the candidates the model could produce (no logprobs for
-either), the result is ``None``: nothing validates by default."""
+whether a leading space or the case is part of the first token), and the probabilities of their
+distinct first tokens are added. When neither verdict is among the candidates the model could
+produce (no logprobs for either), the result is ``None``: nothing validates by default."""
 
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ def p_true(lm: Any, messages: list[dict[str, str]], prefix: str) -> float | None
     engine = getattr(lm, "engine", None)
     if hasattr(engine, "next_token_logprobs"):
         spellings = tuple(s for group in VERDICTS.values() for s in group)
+        # the engine returns one spelling per distinct first token (the same event once)
         logprobs, n_prompt = engine.next_token_logprobs(messages, prefix, spellings)
-        # spellings that share a first token are the same event: count each token once
         mass = {
-            verdict: math.fsum(math.exp(lp) for lp in set(logprobs[s] for s in group))
+            verdict: math.fsum(math.exp(logprobs[s]) for s in group if s in logprobs)
             for verdict, group in VERDICTS.items()
         }
     else:

@@ -1,7 +1,8 @@
 """Knowledge-aware iterative retrieval (Knowledge-Aware Iterative Retrieval for Multi-Agent
 Systems, Algorithm 1). Each step an agent plans a query from what is Known and what is Required
-(progressive diversity promotion, Eq. 2: a candidate query is scored by its difference from
-earlier queries and its relevance to the open gaps, weighted by ``diversity_weight``),
+(progressive diversity promotion, Eq. 2: ``candidates`` queries are planned, the first greedy
+and the others sampled, and the one scoring best on its difference from earlier queries and its
+relevance to the open gaps, weighted by ``diversity_weight``, is searched),
 retrieves (BM25 top-10), updates its knowledge (Eq. 4: every known fact is checked against the
 new passages and kept, corrected or dropped, and must cite a passage it has seen; the gaps are
 listed anew), and filters the context (Eq. 3 and 5: the refined context so far and the new
@@ -11,12 +12,13 @@ Required or at ``max_steps``. A separate generator (``generator_model``) answers
 context.
 
 With ``n_agents`` > 1 (Section 3.3): *competitive* agents keep their own Known and Required and
-each proposes a step; the agent with the fewest open gaps wins the step (Eq. 6) and its filtered
-context becomes the shared refined context every agent sees next; the system stops as soon as an
-agent has no open gap. *Collaborative* agents share one knowledge base and context and act in
-sequence within a step, each on the next open gap, so agent 2 plans from what agent 1 just found.
-Role perspectives are off by default (in the paper they emerge); ``perspectives`` gives each
-competitive agent a fixed angle.
+each proposes a step (agents after the first plan by sampling, at ``sample_temperature`` with
+their own seeds, so they do not repeat the first agent); the agent with the fewest open gaps
+wins the step (Eq. 6) and its filtered context becomes the shared refined context every agent
+sees next; the system stops as soon as an agent has no open gap. *Collaborative* agents share
+one knowledge base and context and act in sequence within a step, each on the next open gap, so
+agent 2 plans from what agent 1 just found. Role perspectives are off by default (in the paper
+they emerge); ``perspectives`` gives each competitive agent a fixed angle.
 
 Deliberate choices, as knobs: ``revise_known=False`` keeps Known append-only, ``refilter=False``
 only adds to the refined context (netcast's earlier behaviour); ``match="exact"`` is the paper's
@@ -66,6 +68,10 @@ class KnowledgeAware(NetcastProgram):
         )
         # Eq. 2: weight of difference from earlier queries against relevance to the gaps
         diversity_weight: float = knobs.knob(0.5, search=knobs.FloatRange(0.0, 1.0), ge=0.0, le=1.0)
+        # Eq. 2 chooses among candidate queries: how many are planned per step
+        candidates: int = knobs.knob(2, search=knobs.IntRange(1, 4), ge=1)
+        # temperature of sampled candidates and of competitive agents after the first
+        sample_temperature: float = knobs.knob(0.7, ge=0.0, le=2.0)
         revise_known: bool = True  # Eq. 4: known facts are checked and may be dropped
         refilter: bool = True  # Eq. 3/5: the refined context is filtered again each step
         perspectives: bool = False  # fixed angles for competitive agents
@@ -87,13 +93,38 @@ class KnowledgeAware(NetcastProgram):
 
     # --- one step of one agent -----------------------------------------------------------
 
-    def plan_query(self, question: str, state: knowledge.AgentState, gap: str, perspective: str):
-        """The best candidate query by Eq. 2 (None if every candidate repeats an earlier
-        query), and the candidates with their scores."""
+    def sampling(self, agent: int, attempt: int) -> dict:
+        """The plan call's config: the first agent's first candidate is the model's own (greedy)
+        choice; every other candidate, and every other competitive agent, is an independent
+        sample (``sample_temperature``, its own seed and DSPy rollout), so candidates and agents
+        can differ and roles can emerge."""
+        sample = agent * (self.knobs["candidates"] + 1) + attempt
+        if sample == 0:
+            return {}
+        return {
+            "temperature": self.knobs["sample_temperature"],
+            "rollout_id": sample,
+            "seed": sample,
+        }
+
+    def plan_query(
+        self, question: str, state: knowledge.AgentState, gap: str, perspective: str, agent: int = 0
+    ):
+        """The best of ``candidates`` planned queries by Eq. 2 (None if every candidate repeats
+        an earlier query), and the candidates with their scores. A candidate at least
+        ``diversity_threshold`` similar to an earlier query is shown to the next attempt as too
+        similar; if no candidate is fresh, one more is planned."""
         focus = f"{gap} (approach: {perspective})" if perspective else gap
         history = list(state.history)
         candidates: list[str] = []
-        for _ in range(2):
+        n = self.knobs["candidates"]
+        for attempt in range(n + 1):
+            fresh_found = any(
+                not knowledge.is_redundant(q, state.history, self.knobs["diversity_threshold"])
+                for q in candidates
+            )
+            if attempt == n and fresh_found:
+                break
             query = str(
                 self.plan(
                     question=question,
@@ -101,16 +132,16 @@ class KnowledgeAware(NetcastProgram):
                     required=state.required,
                     focus=focus,
                     history=history,
+                    config=self.sampling(agent, attempt),
                 ).query
                 or ""
             ).strip()
-            if query:
+            if query and query not in candidates:
                 candidates.append(query)
-            if query and not knowledge.is_redundant(
+            if not query or knowledge.is_redundant(
                 query, state.history, self.knobs["diversity_threshold"]
             ):
-                break
-            history.append(f"{query} (too similar to an earlier query)")
+                history.append(f"{query} (too similar to an earlier query)")
         weight = self.knobs["diversity_weight"]
         scored = [
             (knowledge.diversity_score(q, state.history, state.required, weight), q)
@@ -198,10 +229,16 @@ class KnowledgeAware(NetcastProgram):
         return {"kept": [[c.id, s] for c, s in kept], "rejected_segments": not_verbatim}
 
     def agent_step(
-        self, question: str, state: knowledge.AgentState, gap: str, session, perspective: str = ""
+        self,
+        question: str,
+        state: knowledge.AgentState,
+        gap: str,
+        session,
+        perspective: str = "",
+        agent: int = 0,
     ) -> dict:
         """Plan, retrieve, update the knowledge, filter the context; the step's record."""
-        query, scored = self.plan_query(question, state, gap, perspective)
+        query, scored = self.plan_query(question, state, gap, perspective, agent)
         record = {"gap": gap, "query": query, "candidates": [[q, round(s, 3)] for s, q in scored]}
         if query is None:
             return {**record, "stalled": True, "returned": []}
@@ -226,7 +263,12 @@ class KnowledgeAware(NetcastProgram):
         results = run_concurrently(
             [
                 lambda i=i: self.agent_step(
-                    question, states[i], states[i].required[0], sessions[i], self.perspective(i)
+                    question,
+                    states[i],
+                    states[i].required[0],
+                    sessions[i],
+                    self.perspective(i),
+                    agent=i,
                 )
                 for i in live
             ],
@@ -249,7 +291,8 @@ class KnowledgeAware(NetcastProgram):
             if not gaps:
                 break
             attempted.add(gaps[0])
-            results.append((agent, self.agent_step(question, state, gaps[0], session)))
+            step = self.agent_step(question, state, gaps[0], session, agent=agent)
+            results.append((agent, step))
         return results
 
     # --- the cycle -------------------------------------------------------------------------

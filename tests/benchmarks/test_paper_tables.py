@@ -139,7 +139,10 @@ def test_iterative_tables_count_basic_rag_as_one_retrieval(fake_models, script, 
     agent = table_rows(table5, "+ Chunk Delete")[0]
     assert agent[-1].endswith("(1.00)")  # one search turn, its fallback in the same round
     fig5 = out.split("### §4.4 and Fig. 5")[1].split("###")[0]
-    assert [r[1] for r in table_rows(fig5, "Combined, budget 300")] == ["300", "300"]
+    combined = table_rows(fig5, "Combined, budget 300")
+    assert [r[1] for r in combined] == ["300", "300"]
+    # the Top-K_max first round (the model's search and the budgeted fallback) is one retrieval
+    assert [float(r[5]) for r in combined] == [1.0, 1.0]
     assert len(judge_prompts(fake_models, "j", "reference_answers")) == 8 * 2
 
 

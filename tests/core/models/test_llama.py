@@ -1,5 +1,6 @@
 """Smoke tests of the embedded model through DSPy (real llama.cpp, a few short prompts)."""
 
+import math
 import threading
 
 import dspy
@@ -99,3 +100,13 @@ def test_context_overflow_is_a_clear_error(engine):
     with pytest.raises(ContextWindowExceededError, match="runs with n_ctx=256; raise it"):
         lm("word " * 400)
     small.close()
+
+
+def test_forced_decoding_counts_each_first_token_once(engine):
+    messages = [{"role": "user", "content": "Is Paris the capital of France? Reply True or False."}]
+    logprobs, n_prompt = engine.next_token_logprobs(
+        messages, "", ("True", "True", " True", "False")
+    )
+    assert set(logprobs) == {"True", " True", "False"}  # the repeated spelling is one event
+    assert n_prompt > 10 and all(lp <= 0.0 for lp in logprobs.values())
+    assert math.fsum(math.exp(lp) for lp in logprobs.values()) <= 1.0 + 1e-9

@@ -186,6 +186,20 @@ def test_combined_uses_top_k_max_as_the_first_round_fallback(scripted_lm, docs):
     assert budgeted and sum(docs.corpus[i].n_tokens for i in budgeted) <= 20
 
 
+def test_combined_cannot_answer_before_its_budgeted_first_round(scripted_lm, docs):
+    scripted_lm(agent([{"action": "answer"}, {"action": "answer"}]))
+    question = "What is the capital of France?"
+    prediction = Combined(docs, k=1, token_budget=20)(question=question)
+    first, second = prediction.trace["turns"]
+    assert first["action"] == "search" and first["forced"]  # "answer" on an empty context
+    assert second["action"] == "answer"
+    assert prediction.trace["searches"][-1]["k"] > 1  # the budget-sized pool of Top-K_max
+    assert prediction.evidence and first["added"] == prediction.evidence
+    assert sum(docs.corpus[i].n_tokens for i in prediction.evidence) <= 20 + max(
+        docs.corpus[i].n_tokens for i in prediction.trace["searches"][0]["ids"]
+    )
+
+
 def test_test_time_modules_switch_on_in_the_iterative_program(scripted_lm, docs):
     def respond(prompt):
         if "[[ ## new_passages ## ]]" in prompt:

@@ -53,7 +53,9 @@ def test_known_is_revised_required_updates_and_the_cycle_stops(scripted_lm, bm25
             ],
         )
     )
-    prediction = KnowledgeAware(bm25, k=2, max_steps=5)(question="Which river is in the capital?")
+    prediction = KnowledgeAware(bm25, k=2, max_steps=5, candidates=1)(
+        question="Which river is in the capital?"
+    )
     turns = prediction.trace["turns"]
     assert len(turns) == 2 and prediction.steps == 2  # stopped when nothing was required
     assert turns[0]["known"] == ["Paris is the capital of France (P1)", "Lyon is big (P2)"]
@@ -74,7 +76,9 @@ def test_append_only_known_when_revision_is_off(scripted_lm, bm25):
             extracts=[(["Lyon is big (P1)"], ["the river"]), (["The Seine flows (P3)"], [])],
         )
     )
-    prediction = KnowledgeAware(bm25, k=2, revise_known=False)(question="Which river?")
+    prediction = KnowledgeAware(bm25, k=2, revise_known=False, candidates=1)(
+        question="Which river?"
+    )
     assert prediction.known == ["Lyon is big (P1)", "The Seine flows (P3)"]
 
 
@@ -85,7 +89,9 @@ def test_query_choice_weighs_difference_against_relevance(scripted_lm, bm25):
             extracts=[([], ["the Seine river"]), ([], [])],
         )
     )
-    prediction = KnowledgeAware(bm25, k=2)(question="Which river is in the capital of France?")
+    prediction = KnowledgeAware(bm25, k=2, candidates=1)(
+        question="Which river is in the capital of France?"
+    )
     second = prediction.trace["turns"][1]
     # the planner repeated itself twice; the open gap is searched instead
     assert [q for q, _ in second["candidates"]] == [
@@ -110,7 +116,9 @@ def test_segments_keep_the_passages_text_and_the_context_is_filtered_again(scrip
             prompts=prompts,
         )
     )
-    prediction = KnowledgeAware(bm25, k=1)(question="Which river flows through Paris?")
+    prediction = KnowledgeAware(bm25, k=1, candidates=1)(
+        question="Which river flows through Paris?"
+    )
     first, second = prediction.trace["turns"]
     assert first["kept"] == [["seine#0", "The Seine is a river that flows through Paris"]]
     assert first["rejected_segments"] == ["[P1] It is 800 km long."]
@@ -166,7 +174,7 @@ def test_collaborative_agents_act_in_turn_on_one_shared_store(scripted_lm, bm25)
             prompts=prompts,
         )
     )
-    program = KnowledgeAware(bm25, k=1, n_agents=2, mode="collaborative")
+    program = KnowledgeAware(bm25, k=1, n_agents=2, mode="collaborative", candidates=1)
     prediction = program(question="Which river flows through the capital of France?")
     turns = prediction.trace["turns"]
     # agent 2 takes the next open gap in the same step, after agent 1 updated the store
@@ -183,3 +191,104 @@ def test_bad_modes(bm25):
         KnowledgeAware(bm25, mode="anarchic")
     with pytest.raises(ValueError):
         KnowledgeAware(bm25, n_agents=4)
+
+
+class SeededEngine:
+    """A scripted model whose plan replies depend on the sampling seed of the call (None for a
+    greedy call); records (temperature, seed) of every plan call."""
+
+    def __init__(self, plan_for_seed, extracts):
+        from netcast.testing import ScriptedEngine
+
+        self.plans: list[tuple] = []
+        outer = self
+
+        class Engine(ScriptedEngine):
+            def complete(self, request):
+                outer.config = request.config
+                return super().complete(request)
+
+        def respond(prompt):
+            if "[[ ## focus ## ]]" in prompt:
+                config = outer.config
+                outer.plans.append((config.temperature, config.seed))
+                return {"query": plan_for_seed(config.seed, field(prompt, "history"))}
+            return scripted([], extracts)(prompt)
+
+        self.engine = Engine(respond)
+
+
+def seeded_lm(plan_for_seed, extracts):
+    import dspy
+
+    seeded = SeededEngine(plan_for_seed, extracts)
+    dspy.configure(lm=dspy.LM("scripted/seeded", engine=seeded.engine, cache=False, num_retries=0))
+    return seeded
+
+
+@pytest.mark.parametrize(
+    ("weight", "chosen"), [(0.0, "river Paris France capital"), (1.0, "Seine flows")]
+)
+def test_eq2_picks_among_the_planned_candidates_by_the_diversity_weight(
+    scripted_lm, bm25, weight, chosen
+):
+    scripted_lm(lambda prompt: {})  # a fresh DSPy cache; the seeded model replaces its LM
+
+    def plan(seed, history):
+        if "Paris France capital" not in history:  # step 1
+            return "Paris France capital"
+        return "river Paris France capital" if seed is None else "Seine flows"
+
+    seeded = seeded_lm(plan, [(["Paris is the capital of France (P1)"], ["river"]), ([], [])])
+    program = KnowledgeAware(bm25, k=1, max_steps=2, diversity_weight=weight)
+    turns = program(question="Which river is in the capital?").trace["turns"]
+    second = turns[1]
+    assert [q for q, _ in second["candidates"]] == ["river Paris France capital", "Seine flows"]
+    assert second["query"] == chosen
+    # per step: the model's own (greedy) candidate, then one sampled with its own seed
+    greedy, sampled = seeded.plans[2], seeded.plans[3]
+    assert greedy == (None, None) and sampled[0] == 0.7 and sampled[1] is not None
+
+
+def test_competitive_agents_without_perspectives_sample_so_they_differ(scripted_lm, bm25):
+    scripted_lm(lambda prompt: {})
+
+    def plan(seed, history):
+        return {None: "capital of France"}.get(seed, f"query {seed}")
+
+    seeded = seeded_lm(plan, [([], ["open"])] * 3)
+    program = KnowledgeAware(bm25, k=1, n_agents=3, max_steps=1, candidates=1, concurrent=False)
+    turns = program(question="Which river flows through Paris?").trace["turns"]
+    queries = [t["query"] for t in sorted(turns, key=lambda t: t["agent"])]
+    assert queries[0] == "capital of France"  # the first agent plans greedily
+    assert len(set(queries)) == 3  # the others sampled with their own seeds
+    assert seeded.plans[0] == (None, None) and {t for t, _ in seeded.plans[1:]} == {0.7}
+    assert len({seed for _, seed in seeded.plans}) == 3
+
+
+def test_six_steps_by_default_and_the_answer_from_the_separate_generator(
+    scripted_lm, bm25, monkeypatch
+):
+    import dspy
+
+    from netcast.testing import ScriptedEngine
+
+    assert KnowledgeAware.knob_defaults()["max_steps"] == 6  # the paper saw up to 6
+    plans = ["capital", "river", "Seine", "Louvre", "Berlin", "Rhine", "extra"]
+    _, main = scripted_lm(scripted(plans, {"*": ([], ["still open"])}))
+    generator = ScriptedEngine(lambda prompt: {"answer": "the generator's answer"})
+    made = []
+
+    def make_lm(name, **kwargs):
+        made.append(name)
+        return dspy.LM("scripted/generator", engine=generator, cache=False, num_retries=0)
+
+    monkeypatch.setattr("netcast.models.make_lm", make_lm)
+    program = KnowledgeAware(bm25, k=1, candidates=1, generator_model="judge/generator")
+    prediction = program(question="Which river flows through Paris?")
+    assert prediction.steps == 6 and len(prediction.trace["turns"]) == 6  # never resolved
+    assert made == ["judge/generator"] and prediction.answer == "the generator's answer"
+    assert len(generator.prompts) == 1 and "[[ ## context ## ]]" in generator.prompts[0]
+    assert not any(
+        "[[ ## context ## ]]" in p and "[[ ## known ## ]]" not in p for p in main.prompts
+    )

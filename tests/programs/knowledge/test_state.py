@@ -1,6 +1,7 @@
 from netcast.corpus import Chunk
 from netcast.programs.knowledge.state import (
     AgentState,
+    diversity_score,
     is_redundant,
     query_similarity,
     verified_facts,
@@ -78,3 +79,16 @@ def test_state_keeps_segments_once():
     assert state.keep(LABELS["P1"], "It is on the Seine.")
     assert not state.keep(LABELS["P1"], "It is on the Seine.")
     assert list(state.segments) == ["paris#0"]
+
+
+def test_diversity_score_weighs_difference_from_history_against_relevance_to_the_gaps():
+    history, gaps = ["Paris France capital"], ["river"]
+    # 3 of 4 content words shared with the earlier query; 1 of 4 with the gap
+    near = "river Paris France capital"
+    assert diversity_score(near, history, gaps, 1.0) == 0.25  # difference only
+    assert diversity_score(near, history, gaps, 0.0) == 0.25  # relevance only
+    far = "Seine flows"  # nothing in common with either
+    assert diversity_score(far, history, gaps, 1.0) == 1.0
+    assert diversity_score(far, history, gaps, 0.0) == 0.0
+    assert diversity_score(far, history, gaps, 0.5) == 0.5
+    assert diversity_score(near, [], gaps, 0.5) == 0.5 * 1.0 + 0.5 * 0.25  # no history yet
