@@ -251,3 +251,21 @@ def test_under_a_json_schema_chunk_delete_can_name_only_the_labels_just_retrieve
     assert items["enum"] == ["N1", "N2", "N3", "[N1]", "[N2]", "[N3]"]
     first = prediction.trace["turns"][0]
     assert first["deleted"] == [first["returned"][1]]
+
+
+def test_a_deletion_of_the_whole_retrieval_is_rejected_unless_allowed(scripted_lm, docs):
+    everything = [["N1", "N2", "N3"]]
+    scripted_lm(agent([{"action": "search", "query": "capital"}, {"action": "answer"}], everything))
+    prediction = Iterative(docs, k=3, fallback=False)(question="capital?")
+    first = prediction.trace["turns"][0]
+    assert first["deleted"] == [] and first["added"] == first["returned"]
+    delete = prediction.trace["steps"]["delete_chunks"]
+    assert delete["rejected"] == 1 and delete["reasons"] == {
+        "deletes every chunk just retrieved": 1
+    }
+
+    scripted_lm(agent([{"action": "search", "query": "capital"}, {"action": "answer"}], everything))
+    paper = Iterative(docs, k=3, fallback=False, allow_delete_all=True)(question="capital?")
+    first = paper.trace["turns"][0]
+    assert first["deleted"] == first["returned"] and paper.evidence == []
+    assert paper.trace["steps"]["delete_chunks"]["accepted"] == 1
