@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
 R=benchmarks/results
-ALL=basic,iterative,search_r1,iterkey,knowledge,combined,one_shot
+ALL=basic,search_r1,iterative,iterkey,knowledge,combined,one_shot
 
 indicative() {
   # every strategy, uncompiled, 0.5B, HotpotQA dev, n = 40
