@@ -58,7 +58,7 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
 
         n_ctx = int(lm_kwargs.pop("n_ctx", os.environ.get("NETCAST_N_CTX", DEFAULT_N_CTX)))
         max_tokens = lm_kwargs.pop("max_tokens", 384)
-        prefix_cache = lm_kwargs.pop("prefix_cache", "last")
+        prefix_cache = lm_kwargs.pop("prefix_cache", "predictor")
         engine = LlamaCppEngine(
             str(embedded.model_path(name)),
             n_ctx=n_ctx,
