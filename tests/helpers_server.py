@@ -11,8 +11,9 @@ and reloads on a name change, about a second for the 0.5B model):
   reply continues it (what llama.cpp's own server and vLLM's ``continue_final_message`` do; the
   GGUF template closes every message and opens a new reply). Identical prompts otherwise.
 
-The server's access log is read by a thread: ``completions`` counts the model calls answered,
-and ``kill_after(n)`` kills the server (SIGKILL, as a crash) once ``n`` more have been answered.
+The server's access log is read by a thread: ``completions`` counts the model calls answered
+(``settled()`` reads it once the log is quiet), and ``kill_after(n)`` kills the server (SIGKILL,
+as a crash) once ``n`` more have been answered.
 """
 
 from __future__ import annotations
@@ -153,6 +154,22 @@ class LlamaServer:
                         # the access line comes as the reply starts: let its body go out
                         threading.Timer(0.5, self.kill).start()
         log.close()
+
+    def settled(self, quiet: float = 1.5, timeout: float = 30.0) -> int:
+        """``completions`` once the access log has been quiet for ``quiet`` seconds.
+
+        The log is read by a thread and a reply's access line can come after the client has its
+        reply: reading ``completions`` at once may miss the last calls.
+        """
+        deadline = time.monotonic() + timeout
+        last, since = self.completions, time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            if self.completions != last:
+                last, since = self.completions, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                break
+        return self.completions
 
     def kill_after(self, n: int) -> None:
         """Kill the server (SIGKILL) once it has answered ``n`` more model calls."""

@@ -257,16 +257,16 @@ def test_evaluate_counts_calls_and_tokens_and_judges_under_another_name(live, tm
     # the judge ran under its own name: asked again under that name, DSPy's cache answers
     from netcast.optimize.evaluate import judge_match
 
-    before = live.completions
+    before = live.settled()
     judge = make_lm(f"openai/{JUDGE}", api_base=live.base)
     example = dspy.Example(question=saved[0]["question"], answers=saved[0]["answers"])
     assert judge_match(example, saved[0]["answer"], judge) == saved[0]["scores"]["judge"]
-    assert live.completions == before
+    assert live.settled() == before
 
 
 @pytest.mark.slow
 def test_an_unknown_model_fails_before_any_question(live, tmp_path):
-    before = live.completions
+    before = live.settled()
     args = ["evaluate", "--model", "openai/netcast-typo", "--api-base", live.base]
     result = cli(*args, "--limit", "2", "--run-dir", tmp_path / "r")
     assert result.exit_code == 2, result.output
@@ -275,7 +275,7 @@ def test_an_unknown_model_fails_before_any_question(live, tmp_path):
         f"error: openai/netcast-typo at {live.base}: unknown model 'netcast-typo'; the server "
         f"serves {SMALL}, {JUDGE}, {PREFILL}"
     )
-    assert live.completions == before and not (tmp_path / "r").exists()
+    assert live.settled() == before and not (tmp_path / "r").exists()
 
 
 @pytest.mark.slow
@@ -339,9 +339,9 @@ def test_compile_then_load_gives_the_same_predictions(live, tmp_path, monkeypatc
     cached, traces = answers(cache=True)
     assert all(t["cached_calls"] == t["lm_calls"] == 1 for t in traces)
     # and asked afresh, the server gives the same answers
-    before = live.completions
+    before = live.settled()
     fresh, traces = answers(cache=False)
-    assert live.completions == before + 2 and fresh == cached
+    assert live.settled() == before + 2 and fresh == cached
 
 
 def small_dataset(path: Path) -> Path:
@@ -404,10 +404,10 @@ def test_a_killed_server_stops_the_run_and_the_rerun_does_only_the_missing_quest
     assert len(rows(run_dir)) == 1
 
     live.start()  # the same port again
-    before = live.completions
+    before = live.settled()
     again = cli(*args)
     assert again.exit_code == 0, again.output
-    assert live.completions - before == 3  # only the missing questions ran
+    assert live.settled() - before == 3  # only the missing questions ran
     saved = rows(run_dir)
     assert len(saved) == 4 and len({r["id"] for r in saved}) == 4
 
