@@ -5,7 +5,8 @@
 # committed). One model evaluation at a time: the machine has 2 cores.
 #
 #     bash benchmarks/tiers.sh            # everything, in order
-#     bash benchmarks/tiers.sh indicative # one stage: indicative | decisive-basic | musique
+#     bash benchmarks/tiers.sh indicative # one stage: indicative | decisive-basic |
+#                                         #   decisive-compiled | musique
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -26,6 +27,19 @@ decisive_basic() {
     --model embedded-1.5b --run-dir "$R/decisive-hotpotqa-1.5b"
 }
 
+decisive_compiled() {
+  # basic compiled on the 0.5B model (BootstrapFewShot on the 100 train questions: it selects
+  # nothing on dev, so the benchmark's dev questions stay unseen), then benched beside basic on
+  # the same 150 questions. The artifact is committed; an existing one is reused.
+  local artifact="$R/artifacts/basic-compiled-0.5b"
+  if [ ! -f "$artifact/program.json" ]; then
+    $NETCAST compile --program basic --train-limit 100 --dev-limit 10 --optimizer bootstrap \
+      --out "$artifact"
+  fi
+  $NETCAST bench --programs basic --compiled "$artifact" --datasets hotpotqa-sample \
+    --limit 150 --run-dir "$R/decisive-hotpotqa-0.5b"
+}
+
 musique() {
   $NETCAST bench --programs basic,iterative,knowledge,iterkey --datasets musique-sample \
     --limit 40 --run-dir "$R/indicative-musique-0.5b"
@@ -34,7 +48,8 @@ musique() {
 case "${1:-all}" in
   indicative) indicative ;;
   decisive-basic) decisive_basic ;;
+  decisive-compiled) decisive_compiled ;;
   musique) musique ;;
-  all) indicative; decisive_basic; musique ;;
-  *) echo "unknown stage $1: indicative | decisive-basic | musique | all" >&2; exit 2 ;;
+  all) indicative; decisive_basic; decisive_compiled; musique ;;
+  *) echo "unknown stage $1: indicative | decisive-basic | decisive-compiled | musique | all" >&2; exit 2 ;;
 esac
