@@ -1,7 +1,10 @@
 """Strategy comparison reports from saved results (no model calls): a table with 95% bootstrap
-confidence intervals on quality and a paired significance test against the ``basic`` strategy,
-a quality-vs-cost scatter plot with the Pareto front (PNG), and a per-question diff view.
-Written as ``report.md`` and a self-contained ``report.html``."""
+confidence intervals on quality and a paired difference and significance test against the
+``basic`` strategy with the same model, a quality-vs-cost scatter plot with the Pareto front
+(PNG) and, per model, the cheapest strategy within 0.02 F1 of the best, the same strategy
+compared across models, and a per-question diff view. Written as ``report.md`` and a
+self-contained ``report.html``. Several run directories (one per model: a bench run has one
+model) combine into one report."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from netcast.optimize.metrics import BY_NAME, COST, QUALITY
 from netcast.pareto import pareto_indices
 
 BASELINE = "basic"
+NEAR_BEST = 0.02  # "within 2 F1 of the best" (the issue's cost target), on the 0-1 scale
 
 
 @dataclass
@@ -30,6 +34,13 @@ class Results:
     dataset: str
     program: str
     rows: list[dict[str, Any]]
+    model: str | None = None  # the run's model (``run.json``), None for rows without one
+    source: str = ""  # the run directory's name when several are combined
+
+    @property
+    def group(self) -> tuple[str, str, str | None]:
+        """What a comparison against ``basic`` holds fixed: the run, dataset and model."""
+        return self.source, self.dataset, self.model
 
     def values(self, metric: str) -> list[float]:
         return [r["scores"][metric] for r in self.rows if r["scores"].get(metric) is not None]
@@ -60,31 +71,61 @@ def paired_p_value(a: Sequence[float], b: Sequence[float], n: int = 5000, seed: 
     return float((np.abs((signs * d).mean(axis=1)) >= observed - 1e-12).mean())
 
 
-def read_results(run_dir: str | Path) -> list[Results]:
-    """Every ``<dataset>/<program>/predictions.jsonl`` under ``run_dir``."""
-    run_dir = Path(run_dir)
+def read_results(*run_dirs: str | Path) -> list[Results]:
+    """Every ``<dataset>/<program>/predictions.jsonl`` under each of ``run_dirs``, with the
+    model its ``run.json`` names."""
     found = []
-    for path in sorted(run_dir.glob("*/*/predictions.jsonl")):
-        rows = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                if n < len(path.read_text().splitlines()):
-                    raise InputError(f"{path}:{n}: corrupted row") from None
-        found.append(Results(path.parent.parent.name, path.parent.name, rows))
-    if not found:
-        raise InputError(f"{run_dir}: no results (expected <dataset>/<program>/predictions.jsonl)")
+    for run_dir in map(Path, run_dirs):
+        source = run_dir.name if len(run_dirs) > 1 else ""
+        mine = []
+        for path in sorted(run_dir.glob("*/*/predictions.jsonl")):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            rows = []
+            for n, line in enumerate(lines, start=1):
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    if n < len(lines):  # a last line cut by a crash is dropped, not an error
+                        raise InputError(f"{path}:{n}: corrupted row") from None
+            info = path.parent / "run.json"
+            model = json.loads(info.read_text()).get("model") if info.exists() else None
+            mine.append(Results(path.parent.parent.name, path.parent.name, rows, model, source))
+        if not mine:
+            raise InputError(
+                f"{run_dir}: no results (expected <dataset>/<program>/predictions.jsonl)"
+            )
+        found += mine
     return found
 
 
+def paired(a: Results, b: Results, quality: str = "f1", seed: int = 0) -> dict[str, Any]:
+    """``a`` - ``b`` on the questions both answered: n, the mean difference with its 95%
+    bootstrap interval, and the paired sign-flip p-value."""
+    mine, theirs = a.by_id(), b.by_id()
+    shared = [i for i in mine if i in theirs]
+    qa = [mine[i]["scores"][quality] for i in shared]
+    qb = [theirs[i]["scores"][quality] for i in shared]
+    diff = bootstrap_ci([x - y for x, y in zip(qa, qb, strict=True)], seed=seed)
+    return {"n": len(shared), "diff": diff, "p": paired_p_value(qa, qb, seed=seed)}
+
+
+def short_model(model: str | None) -> str:
+    return "-" if model is None else model.removeprefix("netcast/")
+
+
 def summary_rows(results: Sequence[Results], quality: str = "f1", seed: int = 0) -> list[dict]:
-    """One row per (dataset, program): quality means with 95% CIs, cost means, and the paired
-    p-value of ``quality`` against ``basic`` on the questions both answered."""
+    """One row per (dataset, model, program): quality means with 95% CIs, cost means, and the
+    paired difference and p-value of ``quality`` against ``basic`` with the same model on the
+    questions both answered."""
     rows = []
-    baselines = {r.dataset: r for r in results if r.program == BASELINE}
+    baselines = {r.group: r for r in results if r.program == BASELINE}
     for res in results:
-        row: dict[str, Any] = {"dataset": res.dataset, "program": res.program, "n": len(res.rows)}
+        row: dict[str, Any] = {
+            "dataset": f"{res.source}/{res.dataset}" if res.source else res.dataset,
+            "model": res.model,
+            "program": res.program,
+            "n": len(res.rows),
+        }
         for metric in QUALITY:
             row[metric] = bootstrap_ci(res.values(metric), seed=seed)
         for metric in COST:
@@ -95,27 +136,54 @@ def summary_rows(results: Sequence[Results], quality: str = "f1", seed: int = 0)
         row["parse_failures_per_100_calls"] = protocol["parse_failures_per_100_calls"]
         row["acceptance"] = protocol["acceptance"]
         row["steps"] = protocol["steps"]
-        base = baselines.get(res.dataset)
-        row["p_vs_basic"] = None
+        base = baselines.get(res.group)
+        row["p_vs_basic"], row["diff_vs_basic"] = None, (None, None, None)
         if base is not None and base is not res:
-            mine, theirs = res.by_id(), base.by_id()
-            shared = [i for i in mine if i in theirs]
-            row["p_vs_basic"] = paired_p_value(
-                [mine[i]["scores"][quality] for i in shared],
-                [theirs[i]["scores"][quality] for i in shared],
-                seed=seed,
-            )
+            test = paired(res, base, quality, seed)
+            row["p_vs_basic"], row["diff_vs_basic"] = test["p"], test["diff"]
         rows.append(row)
     return rows
+
+
+def cheapest_near_best(rows: Sequence[dict], quality: str = "f1") -> list[dict]:
+    """Per (dataset, model): the strategy with the best mean ``quality`` and the cheapest one
+    (tokens per question) within ``NEAR_BEST`` of it."""
+    found = []
+    for group in sorted({(r["dataset"], r["model"] or "") for r in rows}):
+        mine = [r for r in rows if (r["dataset"], r["model"] or "") == group and r[quality][0]]
+        if not mine:
+            continue
+        best = max(mine, key=lambda r: r[quality][0])
+        near = [r for r in mine if r[quality][0] >= best[quality][0] - NEAR_BEST]
+        cheapest = min(near, key=lambda r: (r["tokens"], -r[quality][0]))
+        found.append(
+            {"dataset": group[0], "model": best["model"], "best": best, "cheapest": cheapest}
+        )
+    return found
+
+
+def across_models(results: Sequence[Results], quality: str = "f1", seed: int = 0) -> list[dict]:
+    """The same strategy on the same dataset with two models: each pair's paired difference."""
+    pairs = []
+    for i, a in enumerate(results):
+        for b in results[i + 1 :]:
+            if (a.dataset, a.program) == (b.dataset, b.program) and a.model != b.model:
+                test = paired(b, a, quality, seed)
+                pairs.append({"dataset": a.dataset, "program": a.program, "a": a, "b": b, **test})
+    return pairs
+
+
+def _run_label(res: Results) -> str:
+    return short_model(res.model) + (f" ({res.source})" if res.source else "")
 
 
 def question_diffs(results: Sequence[Results], quality: str = "em") -> list[dict]:
     """For each program vs basic on the same dataset: the questions one gets right and the other
     wrong (by ``quality`` >= 0.5), with both answers and traces."""
     diffs = []
-    baselines = {r.dataset: r for r in results if r.program == BASELINE}
+    baselines = {r.group: r for r in results if r.program == BASELINE}
     for res in results:
-        base = baselines.get(res.dataset)
+        base = baselines.get(res.group)
         if base is None or base is res:
             continue
         theirs = base.by_id()
@@ -128,7 +196,8 @@ def question_diffs(results: Sequence[Results], quality: str = "em") -> list[dict
             if mine_ok != base_ok:
                 diffs.append(
                     {
-                        "dataset": res.dataset,
+                        "dataset": f"{res.source}/{res.dataset}" if res.source else res.dataset,
+                        "model": short_model(res.model),
                         "program": res.program,
                         "id": qid,
                         "question": row["question"],
@@ -155,11 +224,13 @@ def scatter_png(rows: Sequence[dict], path: Path, quality: str = "f1") -> Path:
     for ax, dataset in zip(axes[0], datasets, strict=True):
         mine = [r for r in rows if r["dataset"] == dataset and r[quality][0] is not None]
         points = [(r[quality][0], r["tokens"]) for r in mine]
+        several = len({r["model"] for r in mine}) > 1
         for i, (r, (q, c)) in enumerate(zip(mine, points, strict=True)):
             low, high = r[quality][1], r[quality][2]
             ax.errorbar(c, q, yerr=[[q - low], [high - q]], fmt="o", capsize=3)
+            label = f"{r['program']} ({short_model(r['model'])})" if several else r["program"]
             ax.annotate(
-                r["program"], (c, q), textcoords="offset points", xytext=(5, 5 + 11 * (i % 3))
+                label, (c, q), textcoords="offset points", xytext=(5, 5 + 11 * (i % 3))
             )  # staggered so close labels stay legible
         front = [points[i] for i in pareto_indices(points)]
         if front:
@@ -186,15 +257,27 @@ def _fmt_ci(ci) -> str:
     return "-" if mean is None else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def _fmt_diff(ci) -> str:
+    mean, low, high = ci
+    return "-" if mean is None else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def _fmt_p(p: float | None) -> str:
+    """A p-value; below the permutation test's resolution (5,000 sign flips) as a bound."""
+    return "-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _fmt(value, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
 TABLE_COLUMNS = [
     "dataset",
+    "model",
     "program",
     "n",
     *(BY_NAME[m].label for m in QUALITY),
+    "F1 - basic [95% CI]",
     "p (F1 vs basic)",
     *(BY_NAME[m].label for m in COST),
     "parse failures /100 calls",
@@ -205,10 +288,12 @@ TABLE_COLUMNS = [
 def table_cells(row: dict) -> list[str]:
     return [
         row["dataset"],
+        short_model(row["model"]),
         row["program"],
         str(row["n"]),
         *(_fmt_ci(row[m]) for m in QUALITY),
-        _fmt(row["p_vs_basic"], 3),
+        _fmt_diff(row["diff_vs_basic"]),
+        _fmt_p(row["p_vs_basic"]),
         *(BY_NAME[m].format(row[m]) for m in COST),
         _fmt(row["parse_failures_per_100_calls"], 1),
         "-" if row["acceptance"] is None else f"{100 * row['acceptance']:.0f}%",
@@ -228,8 +313,8 @@ def step_lines(rows: Sequence[dict]) -> list[str]:
         "the first adapter could not read (DSPy then tried JSON); `fallbacks` = the program "
         "went on without the step's output; `accepted`/`rejected` = rule checks on its output.",
         "",
-        "| dataset | program | step | " + " | ".join(STEP_COLUMNS) + " | top rejection |",
-        "|" + "|".join("---" for _ in range(len(STEP_COLUMNS) + 4)) + "|",
+        "| dataset | model | program | step | " + " | ".join(STEP_COLUMNS) + " | top rejection |",
+        "|" + "|".join("---" for _ in range(len(STEP_COLUMNS) + 5)) + "|",
     ]
     for row in rows:
         for name, counts in sorted(row["steps"].items()):
@@ -237,43 +322,97 @@ def step_lines(rows: Sequence[dict]) -> list[str]:
             top = max(reasons, key=reasons.get) if reasons else "-"
             cells = [str(counts.get(c, 0)) for c in STEP_COLUMNS]
             lines.append(
-                f"| {row['dataset']} | {row['program']} | {name} | "
+                f"| {row['dataset']} | {short_model(row['model'])} | {row['program']} | {name} | "
                 + " | ".join(cells)
                 + f" | {top} |"
             )
     return [*lines, ""]
 
 
-def write_report(run_dir: str | Path, quality: str = "f1", seed: int = 0) -> Path:
-    """Rebuild ``report.md``, ``report.html`` and ``quality_vs_cost.png`` in ``run_dir``."""
+def cost_lines(rows: Sequence[dict], quality: str = "f1") -> list[str]:
+    lines = [
+        "## Cost",
+        "",
+        f"Per model: the best mean {quality.upper()} and the cheapest strategy (tokens per "
+        f"question) within {NEAR_BEST:.2f} of it.",
+        "",
+    ]
+    for found in cheapest_near_best(rows, quality):
+        best, cheapest = found["best"], found["cheapest"]
+        lines.append(
+            f"- {found['dataset']}, {short_model(found['model'])}: best **{best['program']}** "
+            f"({best[quality][0]:.3f}, {best['tokens']:,.0f} tokens/q); cheapest within "
+            f"{NEAR_BEST:.2f}: **{cheapest['program']}** ({cheapest[quality][0]:.3f}, "
+            f"{cheapest['tokens']:,.0f} tokens/q)"
+        )
+    return [*lines, ""]
+
+
+def model_lines(results: Sequence[Results], quality: str = "f1", seed: int = 0) -> list[str]:
+    pairs = across_models(results, quality, seed)
+    if not pairs:
+        return []
+    lines = [
+        "## The same strategy on two models",
+        "",
+        f"Paired on the questions both answered: {quality.upper()} of B - A, 95% bootstrap "
+        "interval, sign-flip p.",
+        "",
+        "| dataset | program | A | B | n | B - A [95% CI] | p |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for pair in pairs:
+        lines.append(
+            f"| {pair['dataset']} | {pair['program']} | {_run_label(pair['a'])} | "
+            f"{_run_label(pair['b'])} | {pair['n']} | {_fmt_diff(pair['diff'])} | "
+            f"{_fmt_p(pair['p'])} |"
+        )
+    return [*lines, ""]
+
+
+def write_report(
+    run_dir: str | Path, quality: str = "f1", seed: int = 0, sources: Sequence[Path] = ()
+) -> Path:
+    """Rebuild ``report.md``, ``report.html`` and ``quality_vs_cost.png`` in ``run_dir`` from
+    its rows, or from the rows of ``sources`` (run directories, e.g. one per model)."""
     run_dir = Path(run_dir)
-    results = read_results(run_dir)
+    dirs = [Path(d) for d in sources] or [run_dir]
+    results = read_results(*dirs)
+    run_dir.mkdir(parents=True, exist_ok=True)
     rows = summary_rows(results, quality=quality, seed=seed)
     png = scatter_png(rows, run_dir / "quality_vs_cost.png", quality=quality)
     diffs = question_diffs(results)
     info = {}
-    if (run_dir / "bench.json").exists():
+    if not sources and (run_dir / "bench.json").exists():
         info = json.loads((run_dir / "bench.json").read_text())
     lines = ["# netcast bench report", ""]
-    if info.get("command"):
-        lines += [f"Command: `{info['command']}`", ""]
+    if sources:
+        lines += ["Run directories: " + ", ".join(f"`{d}`" for d in dirs), ""]
+    for d in dirs:
+        bench = d / "bench.json"
+        command = json.loads(bench.read_text()).get("command") if bench.exists() else None
+        if command:
+            lines += [f"Command: `{command}`", ""]
     if info.get("model"):
         lines += [f"Model: {info['model']}; retriever: {info.get('retriever')}", ""]
     lines += [
-        "Quality: mean [95% bootstrap CI]; p: paired sign-flip permutation test of F1 "
-        "against basic on the same questions. Cost: means per question.",
+        "Quality: mean [95% bootstrap CI]; F1 - basic and p: paired difference (95% bootstrap "
+        "CI) and sign-flip permutation test of F1 against basic with the same model on the "
+        "same questions. Cost: means per question.",
         "",
         "| " + " | ".join(TABLE_COLUMNS) + " |",
         "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|",
     ]
     lines += ["| " + " | ".join(table_cells(r)) + " |" for r in rows]
     lines += ["", f"![quality vs cost]({png.name})", ""]
+    lines += cost_lines(rows, quality)
+    lines += model_lines(results, quality, seed)
     lines += step_lines(rows)
     lines += ["## Per-question differences vs basic", ""]
     for d in diffs:
         lines.append(
-            f"- [{d['dataset']}] **{d['winner']}** right on {d['id']}: {d['question']} "
-            f"(gold {d['gold']}; {d['program']}: {d['answer']!r}; basic: "
+            f"- [{d['dataset']}, {d['model']}] **{d['winner']}** right on {d['id']}: "
+            f"{d['question']} (gold {d['gold']}; {d['program']}: {d['answer']!r}; basic: "
             f"{d['basic_answer']!r})"
         )
     (run_dir / "report.md").write_text("\n".join(lines) + "\n")
@@ -293,7 +432,8 @@ def _html(rows, diffs, png: Path, info: dict) -> str:
         return f"<pre>{html.escape(json.dumps(trace, indent=1)[:4000])}</pre>"
 
     items = "".join(
-        f"<details><summary>[{html.escape(d['dataset'])}] <b>{html.escape(d['winner'])}</b> "
+        f"<details><summary>[{html.escape(d['dataset'])}, {html.escape(d['model'])}] "
+        f"<b>{html.escape(d['winner'])}</b> "
         f"right on {html.escape(d['question'])}</summary><p>gold {html.escape(str(d['gold']))}; "
         f"{html.escape(d['program'])}: {html.escape(str(d['answer']))}; basic: "
         f"{html.escape(str(d['basic_answer']))}</p>"

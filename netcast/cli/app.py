@@ -483,12 +483,23 @@ def bench(
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="a netcast bench run directory")]) -> None:
-    """Rebuild a bench report from saved results (no model calls)."""
+def report(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="netcast bench run directories (one per model)")
+    ],
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="write the combined report here (required with several directories)"),
+    ] = None,
+) -> None:
+    """Rebuild a bench report from saved results (no model calls); several run directories
+    (e.g. one per model) combine into one report written to --out."""
     from netcast.optimize.report import write_report
 
+    if len(run_dirs) > 1 and out is None:
+        _fail("several run directories combine into one report: give --out DIR")
     try:
-        path = write_report(run_dir)
+        path = write_report(out or run_dirs[0], sources=run_dirs if out else ())
     except NetcastError as err:
         _fail(str(err))
     console.print(path.read_text(), soft_wrap=True, markup=False)

@@ -5,13 +5,26 @@ import pytest
 from helpers import last_question
 from netcast.optimize.bench import run_bench
 from netcast.optimize.report import (
+    NEAR_BEST,
     bootstrap_ci,
+    cheapest_near_best,
     paired_p_value,
     read_results,
     summary_rows,
     write_report,
 )
 from netcast.pareto import pareto_indices
+
+
+def write_run(run_dir, data, model=None):
+    """``data``: program -> rows, saved as a bench run directory (with run.json's model)."""
+    for program, rows in data.items():
+        path = run_dir / "hotpotqa-sample" / program
+        path.mkdir(parents=True)
+        (path / "predictions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        if model:
+            (path / "run.json").write_text(json.dumps({"model": model, "program": program}))
+    return run_dir
 
 
 def row(qid, em, f1, tokens_in, lm_calls=1):
@@ -56,11 +69,7 @@ def results_dir(tmp_path):
             row("q4", 0, 0.5, 300, 3),
         ],
     }
-    for program, rows in data.items():
-        path = tmp_path / "hotpotqa-sample" / program
-        path.mkdir(parents=True)
-        (path / "predictions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return tmp_path
+    return write_run(tmp_path, data)
 
 
 def test_table_values_come_from_the_saved_rows(results_dir):
@@ -99,7 +108,7 @@ def test_report_files_are_written(results_dir):
     png = results_dir / "quality_vs_cost.png"
     assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
     md = (results_dir / "report.md").read_text()
-    assert "| hotpotqa-sample | fancy | 4 | 0.750 [" in md
+    assert "| hotpotqa-sample | - | fancy | 4 | 0.750 [" in md
     assert "**fancy** right on q2" in md  # the per-question diff view
     page = (results_dir / "report.html").read_text()
     assert "data:image/png;base64," in page and "<details>" in page
@@ -165,3 +174,64 @@ def test_bench_takes_a_dataset_given_as_an_absolute_path(scripted_lm, tmp_path):
     )
     assert (run_dir / "my-data" / "basic" / "predictions.jsonl").exists()
     assert results[(str(data.resolve()), "basic")].aggregate["n"] == 2
+
+
+def test_runs_of_two_models_combine_and_each_compares_with_its_own_basic(tmp_path):
+    ids = [f"q{i}" for i in range(8)]
+    small = write_run(
+        tmp_path / "small",
+        {
+            "basic": [row(q, 0, 0.0, 100) for q in ids],
+            "fancy": [row(q, 1, 1.0, 400) for q in ids[:4]]
+            + [row(q, 0, 0.0, 400) for q in ids[4:]],
+        },
+        model="netcast/small-model",
+    )
+    large = write_run(
+        tmp_path / "large", {"basic": [row(q, 1, 1.0, 100) for q in ids[:6]]}, model="big"
+    )
+    results = read_results(small, large)
+    rows = {(r["model"], r["program"]): r for r in summary_rows(results)}
+    # fancy is compared with the small model's basic, not the large one's
+    assert rows[("netcast/small-model", "fancy")]["diff_vs_basic"][0] == pytest.approx(0.5)
+    assert rows[("big", "basic")]["p_vs_basic"] is None
+    out = tmp_path / "combined"
+    md = write_report(out, sources=[small, large]).read_text()
+    # basic on both models, paired on the 6 shared questions: +1.0 each
+    assert "| hotpotqa-sample | basic | small-model (small) | big (large) | 6 | +1.000 [" in md
+    assert "| small/hotpotqa-sample | small-model | fancy | 8 |" in md
+    assert (out / "quality_vs_cost.png").exists() and not (small / "report.md").exists()
+
+
+def test_two_runs_of_one_model_do_not_mix_their_baselines(tmp_path):
+    first = write_run(tmp_path / "a", {"basic": [row("q1", 0, 0.0, 100)]}, model="m")
+    second = write_run(
+        tmp_path / "b",
+        {"basic": [row("q1", 1, 1.0, 100)], "fancy": [row("q1", 1, 1.0, 100)]},
+        model="m",
+    )
+    rows = {(r["dataset"], r["program"]): r for r in summary_rows(read_results(first, second))}
+    assert rows[("b/hotpotqa-sample", "fancy")]["diff_vs_basic"][0] == 0.0
+    assert rows[("a/hotpotqa-sample", "basic")]["diff_vs_basic"][0] is None
+
+
+def test_the_cheapest_strategy_within_two_f1_of_the_best():
+    def summary(program, f1, tokens, model="m"):
+        return {
+            "dataset": "d",
+            "model": model,
+            "program": program,
+            "f1": (f1, 0, 1),
+            "tokens": tokens,
+        }
+
+    rows = [
+        summary("best", 0.40, 5000),
+        summary("close", 0.40 - NEAR_BEST + 0.001, 900),
+        summary("cheap_but_far", 0.30, 100),
+        summary("other_model", 0.9, 10, model="n"),
+    ]
+    found = {f["model"]: f for f in cheapest_near_best(rows)}
+    assert found["m"]["best"]["program"] == "best"
+    assert found["m"]["cheapest"]["program"] == "close"
+    assert found["n"]["cheapest"]["program"] == "other_model"

@@ -139,6 +139,8 @@ def test_show_prints_recipe_scores_and_lineage(tmp_path, bm25):
 def test_report_and_bench_errors(tmp_path):
     result = run("report", tmp_path)
     assert result.exit_code == 2 and "no results" in result.output
+    result = run("report", tmp_path, tmp_path / "other")
+    assert result.exit_code == 2 and "give --out DIR" in result.output
     result = run(
         "bench",
         "--programs",
