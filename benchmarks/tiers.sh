@@ -6,7 +6,7 @@
 #
 #     bash benchmarks/tiers.sh            # everything, in order
 #     bash benchmarks/tiers.sh indicative # one stage: indicative | decisive-basic |
-#                                         #   decisive-compiled | musique
+#                                         #   decisive-compiled | compiled-iterative | musique
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -40,6 +40,19 @@ decisive_compiled() {
     --limit 150 --run-dir "$R/decisive-hotpotqa-0.5b"
 }
 
+compiled_iterative() {
+  # iterative compiled (BootstrapFewShot on the train split, the 1.5B model as teacher: its
+  # successful traces become the 0.5B student's demonstrations), benched beside the uncompiled
+  # indicative rows on the same 40 questions
+  local artifact="$R/artifacts/iterative-compiled-0.5b"
+  if [ ! -f "$artifact/program.json" ]; then
+    $NETCAST compile --program iterative --train-limit 100 --dev-limit 5 --optimizer bootstrap \
+      --teacher-model embedded-1.5b --out "$artifact"
+  fi
+  $NETCAST bench --programs iterative --compiled "$artifact" --datasets hotpotqa-sample \
+    --limit 40 --run-dir "$R/indicative-hotpotqa-0.5b"
+}
+
 musique() {
   $NETCAST bench --programs basic,iterative,knowledge,iterkey --datasets musique-sample \
     --limit 40 --run-dir "$R/indicative-musique-0.5b"
@@ -49,7 +62,8 @@ case "${1:-all}" in
   indicative) indicative ;;
   decisive-basic) decisive_basic ;;
   decisive-compiled) decisive_compiled ;;
+  compiled-iterative) compiled_iterative ;;
   musique) musique ;;
-  all) indicative; decisive_basic; decisive_compiled; musique ;;
-  *) echo "unknown stage $1: indicative | decisive-basic | decisive-compiled | musique | all" >&2; exit 2 ;;
+  all) indicative; decisive_basic; decisive_compiled; compiled_iterative; musique ;;
+  *) echo "unknown stage $1 (see the top of this file)" >&2; exit 2 ;;
 esac

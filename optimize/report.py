@@ -36,6 +36,8 @@ class Results:
     rows: list[dict[str, Any]]
     model: str | None = None  # the run's model (``run.json``), None for rows without one
     source: str = ""  # the run directory's name when several are combined
+    strategy: str = ""  # the program it runs (``run.json``): a compiled artifact's folder is
+    # named after the artifact, its strategy after the program compiled
 
     @property
     def group(self) -> tuple[str, str, str | None]:
@@ -87,9 +89,19 @@ def read_results(*run_dirs: str | Path) -> list[Results]:
                 except json.JSONDecodeError:
                     if n < len(lines):  # a last line cut by a crash is dropped, not an error
                         raise InputError(f"{path}:{n}: corrupted row") from None
-            info = path.parent / "run.json"
-            model = json.loads(info.read_text()).get("model") if info.exists() else None
-            mine.append(Results(path.parent.parent.name, path.parent.name, rows, model, source))
+            info_path = path.parent / "run.json"
+            info = json.loads(info_path.read_text()) if info_path.exists() else {}
+            program = path.parent.name
+            mine.append(
+                Results(
+                    path.parent.parent.name,
+                    program,
+                    rows,
+                    info.get("model"),
+                    source,
+                    info.get("program") or program,
+                )
+            )
         if not mine:
             raise InputError(
                 f"{run_dir}: no results (expected <dataset>/<program>/predictions.jsonl)"
@@ -119,6 +131,7 @@ def summary_rows(results: Sequence[Results], quality: str = "f1", seed: int = 0)
     questions both answered."""
     rows = []
     baselines = {r.group: r for r in results if r.program == BASELINE}
+    uncompiled = {(r.group, r.program): r for r in results}
     for res in results:
         row: dict[str, Any] = {
             "dataset": f"{res.source}/{res.dataset}" if res.source else res.dataset,
@@ -141,6 +154,12 @@ def summary_rows(results: Sequence[Results], quality: str = "f1", seed: int = 0)
         if base is not None and base is not res:
             test = paired(res, base, quality, seed)
             row["p_vs_basic"], row["diff_vs_basic"] = test["p"], test["diff"]
+        # a compiled artifact against the same program uncompiled, when both ran
+        source = uncompiled.get((res.group, res.strategy)) if res.strategy else None
+        row["p_vs_uncompiled"], row["diff_vs_uncompiled"] = None, (None, None, None)
+        if source is not None and source is not res:
+            test = paired(res, source, quality, seed)
+            row["p_vs_uncompiled"], row["diff_vs_uncompiled"] = test["p"], test["diff"]
         rows.append(row)
     return rows
 
@@ -279,6 +298,8 @@ TABLE_COLUMNS = [
     *(BY_NAME[m].label for m in QUALITY),
     "F1 - basic [95% CI]",
     "p (F1 vs basic)",
+    "F1 - uncompiled [95% CI]",
+    "p (vs uncompiled)",
     *(BY_NAME[m].label for m in COST),
     "parse failures /100 calls",
     "checks passed",
@@ -294,6 +315,8 @@ def table_cells(row: dict) -> list[str]:
         *(_fmt_ci(row[m]) for m in QUALITY),
         _fmt_diff(row["diff_vs_basic"]),
         _fmt_p(row["p_vs_basic"]),
+        _fmt_diff(row["diff_vs_uncompiled"]),
+        _fmt_p(row["p_vs_uncompiled"]),
         *(BY_NAME[m].format(row[m]) for m in COST),
         _fmt(row["parse_failures_per_100_calls"], 1),
         "-" if row["acceptance"] is None else f"{100 * row['acceptance']:.0f}%",
@@ -398,7 +421,8 @@ def write_report(
     lines += [
         "Quality: mean [95% bootstrap CI]; F1 - basic and p: paired difference (95% bootstrap "
         "CI) and sign-flip permutation test of F1 against basic with the same model on the "
-        "same questions. Cost: means per question.",
+        "same questions; F1 - uncompiled: the same for a compiled artifact against its program "
+        "uncompiled. Cost: means per question.",
         "",
         "| " + " | ".join(TABLE_COLUMNS) + " |",
         "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|",

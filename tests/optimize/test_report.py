@@ -23,7 +23,8 @@ def write_run(run_dir, data, model=None):
         path.mkdir(parents=True)
         (path / "predictions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
         if model:
-            (path / "run.json").write_text(json.dumps({"model": model, "program": program}))
+            strategy = program.split("-compiled")[0]  # a compiled artifact runs its program
+            (path / "run.json").write_text(json.dumps({"model": model, "program": strategy}))
     return run_dir
 
 
@@ -235,3 +236,21 @@ def test_the_cheapest_strategy_within_two_f1_of_the_best():
     assert found["m"]["best"]["program"] == "best"
     assert found["m"]["cheapest"]["program"] == "close"
     assert found["n"]["cheapest"]["program"] == "other_model"
+
+
+def test_a_compiled_artifact_is_compared_with_its_program_uncompiled(tmp_path):
+    ids = [f"q{i}" for i in range(6)]
+    run = write_run(
+        tmp_path,
+        {
+            "basic": [row(q, 0, 0.0, 100) for q in ids],
+            "iterative": [row(q, 0, 0.25, 300) for q in ids],
+            "iterative-compiled-x": [row(q, 1, 1.0, 500) for q in ids],
+        },
+        model="m",
+    )
+    rows = {r["program"]: r for r in summary_rows(read_results(run))}
+    assert rows["iterative-compiled-x"]["diff_vs_uncompiled"][0] == pytest.approx(0.75)
+    assert rows["iterative-compiled-x"]["diff_vs_basic"][0] == pytest.approx(1.0)
+    assert rows["iterative"]["diff_vs_uncompiled"][0] is None  # it is the uncompiled one
+    assert rows["iterative-compiled-x"]["p_vs_uncompiled"] < 0.05
