@@ -124,6 +124,21 @@ def check(step: str, accepted: bool, reason: str = "") -> None:
         active.check(step, accepted, reason)
 
 
+def withhold_demo(predictor: Any) -> None:
+    """Drop ``predictor``'s latest call from DSPy's trace (``dspy.settings.trace``, kept while
+    an optimizer bootstraps demonstrations): an output the program's own rule rejected and
+    discarded is not an example of the step done right, and must not become one."""
+    import dspy
+
+    calls = dspy.settings.trace
+    if not calls:
+        return
+    for i in range(len(calls) - 1, -1, -1):
+        if calls[i][0] is predictor:
+            del calls[i]
+            return
+
+
 @contextmanager
 def recording() -> Iterator[Trace]:
     """Collect a trace for the enclosed work; wall time is set on exit."""

@@ -187,6 +187,7 @@ class Iterative(NetcastProgram):
         chosen = chosen_labels(list(raw or []), labels)
         if labels and len(chosen) == len(labels) and not self.knobs["allow_delete_all"]:
             trace.check("delete_chunks", False, "deletes every chunk just retrieved")
+            trace.withhold_demo(self.delete_chunks)  # not a demonstration to bootstrap
             return []
         trace.check("delete_chunks", True)
         return [labels[label].chunk.id for label in chosen]

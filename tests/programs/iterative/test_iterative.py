@@ -269,3 +269,23 @@ def test_a_deletion_of_the_whole_retrieval_is_rejected_unless_allowed(scripted_l
     first = paper.trace["turns"][0]
     assert first["deleted"] == first["returned"] and paper.evidence == []
     assert paper.trace["steps"]["delete_chunks"]["accepted"] == 1
+
+
+def test_a_rejected_deletion_never_becomes_a_bootstrapped_demonstration(scripted_lm, docs):
+    import dspy
+
+    def steps(deletions):
+        """The predictors in DSPy's trace (what BootstrapFewShot turns into demos)."""
+        scripted_lm(
+            agent([{"action": "search", "query": "capital"}, {"action": "answer"}], deletions)
+        )
+        program = Iterative(docs, k=3, fallback=False)
+        names = {id(p): n.removesuffix(".predict") for n, p in program.named_predictors()}
+        with dspy.context(trace=[]):
+            program(question="capital?")
+            return [names[id(p)] for p, _, _ in dspy.settings.trace]
+
+    # the rule rejected "delete everything": the step's call is gone from DSPy's trace ...
+    assert steps([["N1", "N2", "N3"]]) == ["decide", "decide", "answer"]
+    # ... while an accepted deletion stays, for an optimizer to learn from
+    assert steps([["N1"]]) == ["decide", "delete_chunks", "decide", "answer"]
