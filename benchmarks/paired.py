@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from netcast.optimize.report import bootstrap_ci, paired_p_value
+from netcast.optimize.report import Results, paired
 
 
 def rows(path: Path) -> dict[str, dict]:
@@ -31,12 +31,15 @@ def main() -> None:
     ids = [i for i in a if i in b]
     if not ids:
         raise SystemExit(f"{args.a} and {args.b} share no question ids")
-    qa = [a[i]["scores"][args.measure] for i in ids]
-    qb = [b[i]["scores"][args.measure] for i in ids]
-    mean, low, high = bootstrap_ci([y - x for x, y in zip(qa, qb, strict=True)])
-    print(f"n = {len(ids)} shared questions")
-    print(f"{args.measure}: A {sum(qa) / len(ids):.3f}, B {sum(qb) / len(ids):.3f}")
-    print(f"B - A: {mean:+.3f} [95% CI {low:+.3f}, {high:+.3f}], p = {paired_p_value(qa, qb):.4f}")
+    test = paired(
+        Results("", "B", list(b.values())), Results("", "A", list(a.values())), args.measure
+    )
+    mean_a = sum(a[i]["scores"][args.measure] for i in ids) / len(ids)
+    mean_b = sum(b[i]["scores"][args.measure] for i in ids) / len(ids)
+    mean, low, high = test["diff"]
+    print(f"n = {test['n']} shared questions")
+    print(f"{args.measure}: A {mean_a:.3f}, B {mean_b:.3f}")
+    print(f"B - A: {mean:+.3f} [95% CI {low:+.3f}, {high:+.3f}], p = {test['p']:.4f}")
     for name, run in (("A", a), ("B", b)):
         seconds = sum(run[i]["scores"]["seconds"] for i in ids) / len(ids)
         print(f"{name} seconds/question: {seconds:.1f}")
