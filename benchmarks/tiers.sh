@@ -6,7 +6,8 @@
 #
 #     bash benchmarks/tiers.sh            # everything, in order
 #     bash benchmarks/tiers.sh indicative # one stage: indicative | decisive-basic |
-#                                         #   decisive-compiled | compiled-iterative | musique
+#                                         #   decisive-compiled | compiled-iterative | musique |
+#                                         #   decisive-mipro
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -53,6 +54,19 @@ compiled_iterative() {
     --limit 40 --run-dir "$R/indicative-hotpotqa-0.5b"
 }
 
+decisive_mipro() {
+  # basic compiled with MIPROv2 (auto="light": instruction and demo-set candidates proposed and
+  # bootstrapped by the 1.5B teacher, 10 trials), selected on the last 16 of the first 20 train
+  # questions (--select-on train), so the 150 dev questions stay unseen; benched beside basic.
+  local artifact="$R/artifacts/basic-mipro-0.5b"
+  if [ ! -f "$artifact/program.json" ]; then
+    $NETCAST compile --program basic --optimizer mipro --select-on train --train-limit 20 \
+      --dev-limit 10 --teacher-model embedded-1.5b --out "$artifact"
+  fi
+  $NETCAST bench --programs basic --compiled "$artifact" --datasets hotpotqa-sample \
+    --limit 150 --run-dir "$R/decisive-hotpotqa-0.5b"
+}
+
 musique() {
   $NETCAST bench --programs basic,iterative,knowledge,iterkey --datasets musique-sample \
     --limit 40 --run-dir "$R/indicative-musique-0.5b"
@@ -64,6 +78,7 @@ case "${1:-all}" in
   decisive-compiled) decisive_compiled ;;
   compiled-iterative) compiled_iterative ;;
   musique) musique ;;
-  all) indicative; decisive_basic; decisive_compiled; compiled_iterative; musique ;;
+  decisive-mipro) decisive_mipro ;;
+  all) indicative; decisive_basic; decisive_compiled; compiled_iterative; decisive_mipro; musique ;;
   *) echo "unknown stage $1 (see the top of this file)" >&2; exit 2 ;;
 esac

@@ -14,6 +14,8 @@ from netcast.optimize.metrics import ANSWER
 
 OPTIMIZERS = ("bootstrap", "bootstrap-rs", "mipro", "simba", "gepa")
 METRICS = ANSWER  # the measures a DSPy optimizer can optimize
+SELECTING = ("bootstrap-rs", "mipro", "gepa")  # optimizers that score candidates on a valset
+SELECT_ON = ("dev", "train")
 
 
 def make_metric(name: str, judge_lm: Any = None) -> Callable:
@@ -97,6 +99,18 @@ def make_optimizer(
     )
 
 
+def hold_out(trainset: Sequence, share: float = 0.8) -> tuple[list, list]:
+    """``(bootstrap, select)``: the first questions to bootstrap from and the last ``share`` to
+    score candidates on (MIPROv2's own split when it is given no valset)."""
+    items = list(trainset)
+    if len(items) < 2:
+        raise InputError(
+            f"selecting on the training split needs at least 2 training questions, got {len(items)}"
+        )
+    cut = len(items) - max(1, int(len(items) * share))
+    return items[:cut], items[cut:]
+
+
 def compile_program(
     program: dspy.Module,
     trainset: Sequence[dspy.Example],
@@ -108,8 +122,19 @@ def compile_program(
     seed: int = 0,
     threads: int = 1,
     settings: dict[str, Any] | None = None,
+    select_on: str = "dev",
 ) -> dspy.Module:
-    """A compiled copy of ``program`` (the original is not changed)."""
+    """A compiled copy of ``program`` (the original is not changed).
+
+    ``select_on`` is where an optimizer that selects among candidates (``SELECTING``) scores
+    them: ``"dev"`` on ``valset``, ``"train"`` on a held-out part of ``trainset``
+    (``hold_out``), so ``valset`` stays unseen and can measure the result."""
+    if select_on not in SELECT_ON:
+        raise InputError(f"unknown select_on {select_on!r}; choose one of {', '.join(SELECT_ON)}")
+    if select_on == "train":
+        valset = None
+        if optimizer in SELECTING:
+            trainset, valset = hold_out(trainset)
     settings = {**default_settings(optimizer), **(settings or {})}
     tele = make_optimizer(
         optimizer,

@@ -134,6 +134,7 @@ def make_recipe(
     teacher_model: str | None = None,
     retriever: str = "bm25",
     seed: int = 0,
+    select_on: str = "dev",
 ) -> dict[str, Any]:
     return {
         "program": program,
@@ -145,6 +146,7 @@ def make_recipe(
             "dev_split": dev_split,
             "train_limit": train_limit,
             "dev_limit": dev_limit,
+            "select_on": select_on,
         },
         "optimizer": {
             "name": optimizer,
@@ -204,6 +206,7 @@ def compile_recipe(
             metric=recipe["metric"],
             teacher_lm=teacher_lm,
             valset=dev.examples,
+            select_on=data.get("select_on", "dev"),
             seed=recipe["seed"],
             threads=threads,
             settings=recipe["optimizer"].get("settings"),

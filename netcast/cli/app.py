@@ -274,6 +274,13 @@ def compile_cmd(
     dev_split: Annotated[str, typer.Option(help="split to score on")] = "dev",
     train_limit: Annotated[Optional[int], typer.Option(help="first N train questions")] = 20,  # noqa: UP045
     dev_limit: Annotated[Optional[int], typer.Option(help="first N dev questions")] = 20,  # noqa: UP045
+    select_on: Annotated[
+        str,
+        typer.Option(
+            help="dev | train: where bootstrap-rs, mipro and gepa score their candidates "
+            "(train: the last 80% of the train questions, so the dev questions stay unseen)"
+        ),
+    ] = "dev",
     optimizer: Annotated[
         str, typer.Option(help="bootstrap | bootstrap-rs | mipro | simba | gepa")
     ] = "bootstrap",
@@ -296,7 +303,7 @@ def compile_cmd(
 ) -> None:
     """Compile a program's prompts on a training split and save an artifact (or, with --from,
     recompile an artifact's recipe with another model)."""
-    from netcast.optimize.compile import METRICS, OPTIMIZERS
+    from netcast.optimize.compile import METRICS, OPTIMIZERS, SELECT_ON
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
 
     try:
@@ -312,6 +319,10 @@ def compile_cmd(
                 )
             if metric not in METRICS:
                 raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+            if select_on not in SELECT_ON:
+                raise NetcastError(
+                    f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
+                )
             recipe = make_recipe(
                 program=program,
                 knobs=_knobs(knob, program),
@@ -326,6 +337,7 @@ def compile_cmd(
                 teacher_model=teacher_model,
                 retriever=retriever,
                 seed=seed,
+                select_on=select_on,
             )
             lm = _lm(model, api_base, retries)
             teacher_lm = _lm(teacher_model, api_base, retries) if teacher_model else None

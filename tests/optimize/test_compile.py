@@ -314,3 +314,55 @@ def test_mipro_proposes_instructions_with_the_prompt_model_and_keeps_the_one_tha
     assert (
         teacher_engine.prompts and len(student_engine.prompts) + len(teacher_engine.prompts) < 150
     )
+
+
+def test_hold_out_keeps_the_last_80_percent_of_the_train_questions_for_selection():
+    from netcast.optimize.compile import hold_out
+
+    assert hold_out(range(10)) == ([0, 1], [2, 3, 4, 5, 6, 7, 8, 9])
+    assert hold_out(range(2)) == ([0], [1])
+    with pytest.raises(InputError, match="at least 2 training questions"):
+        hold_out([1])
+
+
+@pytest.mark.parametrize("select_on", ["dev", "train"])
+def test_mipro_selecting_on_train_never_shows_a_dev_question_to_a_model(
+    scripted_lm, qa_file, select_on
+):
+    """With select_on="train", MIPROv2 scores its candidates on held-out train questions: no
+    prompt of the student or the teacher holds a dev question (with "dev", they do)."""
+    from netcast.data import load_dataset
+    from netcast.session import open_retriever
+
+    def student(prompt):
+        return {"answer": last_question(prompt).split()[0]}
+
+    def teacher(prompt):
+        asked = outputs_asked(prompt)
+        return {name: PROPOSAL if name == "proposed_instruction" else "ok" for name in asked}
+
+    _, student_engine = scripted_lm(student)
+    teacher_engine = ScriptedEngine(teacher)
+    teacher_lm = dspy.LM("scripted/teacher", engine=teacher_engine, cache=False, num_retries=0)
+    data = load_dataset(qa_file, "all", limit=10)
+    program = BasicRAG(open_retriever(data), top_k=1)
+    train, dev = data.examples[:5], data.examples[5:10]
+    compile_program(
+        program, train, optimizer="mipro", valset=dev, teacher_lm=teacher_lm, select_on=select_on
+    )
+    prompts = student_engine.prompts + teacher_engine.prompts
+    seen = {ex.question for ex in dev if any(ex.question in p for p in prompts)}
+    if select_on == "train":
+        assert not seen
+        assert any(train[-1].question in p for p in student_engine.prompts)  # held out, scored
+    else:
+        assert seen == {ex.question for ex in dev}
+
+
+def test_compile_program_rejects_an_unknown_select_on(qa_file):
+    from netcast.data import load_dataset
+    from netcast.session import open_retriever
+
+    data = load_dataset(qa_file, "all", limit=4)
+    with pytest.raises(InputError, match="unknown select_on 'test'"):
+        compile_program(BasicRAG(open_retriever(data)), data.examples, select_on="test")

@@ -109,6 +109,11 @@ def test_compile_rejects_an_unknown_optimizer(tmp_path):
     assert result.exit_code == 2 and "unknown optimizer 'adam'" in result.output
 
 
+def test_compile_rejects_an_unknown_select_on(tmp_path):
+    result = run("compile", "--out", tmp_path / "a", "--select-on", "test", "--model", "openai/x")
+    assert result.exit_code == 2 and "unknown --select-on 'test'" in result.output
+
+
 def test_show_prints_recipe_scores_and_lineage(tmp_path, bm25):
     from netcast.artifacts import save_artifact
     from netcast.optimize.workflow import make_recipe
