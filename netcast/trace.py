@@ -23,6 +23,7 @@ class Trace:
     stages: list[dict[str, Any]] = field(default_factory=list)
     # per LLM step (the predictor's name in the program): calls, parse_failures (no usable
     # reply), unreadable (a reply the first adapter could not read: DSPy fell back to JSON),
+    # truncated (a reply cut at the model's new-token limit),
     # fallbacks (the program went on without the step's output), accepted / rejected (rule
     # checks on the step's output, e.g. a crop that must be verbatim), and rejection reasons
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -51,6 +52,7 @@ class Trace:
                 "calls": 0,
                 "parse_failures": 0,
                 "unreadable": 0,
+                "truncated": 0,
                 "fallbacks": 0,
                 "accepted": 0,
                 "rejected": 0,
@@ -89,7 +91,7 @@ class Trace:
                     for reason, n in value.items():
                         mine["reasons"][reason] = mine["reasons"].get(reason, 0) + n
                 else:
-                    mine[key] += value
+                    mine[key] = mine.get(key, 0) + value
         self.lm_calls += other.lm_calls
         self.cached_calls += other.cached_calls
         self.tokens_in += other.tokens_in

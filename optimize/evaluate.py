@@ -87,15 +87,20 @@ def step_totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per-step counts summed over questions (``steps``), and the rates that read them: parse
     failures per 100 step calls, and the share of rule checks a step's outputs passed."""
     totals: dict[str, dict[str, Any]] = {}
+    counted: dict[str, set[str]] = {}  # per step, the counters every row of it has
     for row in rows:
         for name, counts in (row.get("trace") or {}).get("steps", {}).items():
             mine = totals.setdefault(name, {"reasons": {}})
+            counted[name] = counted.get(name, set(counts)) & set(counts)
             for key, value in counts.items():
                 if key == "reasons":
                     for reason, n in value.items():
                         mine["reasons"][reason] = mine["reasons"].get(reason, 0) + n
                 else:
                     mine[key] = mine.get(key, 0) + value
+    for name, mine in totals.items():  # a counter some rows predate is unknown, not partial
+        for key in set(mine) - counted[name] - {"reasons"}:
+            del mine[key]
     calls = sum(s.get("calls", 0) for s in totals.values())
     failures = sum(s.get("parse_failures", 0) for s in totals.values())
     accepted = sum(s.get("accepted", 0) for s in totals.values())

@@ -323,7 +323,15 @@ def table_cells(row: dict) -> list[str]:
     ]
 
 
-STEP_COLUMNS = ("calls", "parse_failures", "unreadable", "fallbacks", "accepted", "rejected")
+STEP_COLUMNS = (
+    "calls",
+    "parse_failures",
+    "unreadable",
+    "truncated",
+    "fallbacks",
+    "accepted",
+    "rejected",
+)
 
 
 def step_lines(rows: Sequence[dict]) -> list[str]:
@@ -333,7 +341,8 @@ def step_lines(rows: Sequence[dict]) -> list[str]:
         "## Per-step outcomes",
         "",
         "Summed over the questions: `parse_failures` = no usable reply; `unreadable` = a reply "
-        "the first adapter could not read (DSPy then tried JSON); `fallbacks` = the program "
+        "the first adapter could not read (DSPy then tried JSON); `truncated` = a reply cut at "
+        "the new-token limit (- where the rows predate this count); `fallbacks` = the program "
         "went on without the step's output; `accepted`/`rejected` = rule checks on its output.",
         "",
         "| dataset | model | program | step | " + " | ".join(STEP_COLUMNS) + " | top rejection |",
@@ -343,7 +352,7 @@ def step_lines(rows: Sequence[dict]) -> list[str]:
         for name, counts in sorted(row["steps"].items()):
             reasons = counts.get("reasons") or {}
             top = max(reasons, key=reasons.get) if reasons else "-"
-            cells = [str(counts.get(c, 0)) for c in STEP_COLUMNS]
+            cells = [str(counts[c]) if c in counts else "-" for c in STEP_COLUMNS]
             lines.append(
                 f"| {row['dataset']} | {short_model(row['model'])} | {row['program']} | {name} | "
                 + " | ".join(cells)

@@ -11,9 +11,10 @@ plain ``dspy.LM`` a user passes in is counted like the embedded model.
 
 The same callback counts, per LLM step (the predictor's name in the program, e.g. ``decide``
 or ``answer``), its calls, its parse failures (DSPy could not read any reply into the output
-fields) and its unreadable replies (the first adapter failed to read the reply; DSPy fell back
-to its JSON adapter). Programs add their own fallbacks and rule checks (``trace.count``,
-``trace.check``), so a strategy that "works" by always falling back is visible as such.
+fields), its unreadable replies (the first adapter failed to read the reply; DSPy fell back
+to its JSON adapter) and its truncated replies (the model hit its new-token limit). Programs
+add their own fallbacks and rule checks (``trace.count``, ``trace.check``), so a strategy that
+"works" by always falling back is visible as such.
 """
 
 from __future__ import annotations
@@ -53,6 +54,21 @@ def usage_tokens(response: Any) -> tuple[int, int]:
         return 0
 
     return get("input_tokens", "prompt_tokens"), get("output_tokens", "completion_tokens")
+
+
+def finish_reasons(response: Any) -> list[str]:
+    """The finish reasons of one history entry's response (``"length"`` = cut at the token
+    limit): a native response's own, a litellm response's choices', or a list of them."""
+    if isinstance(response, (list, tuple)):
+        return [reason for r in response for reason in finish_reasons(r)]
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+    own = get(response, "finish_reason")
+    if own:
+        return [str(own)]
+    return [str(r) for c in get(response, "choices") or [] if (r := get(c, "finish_reason"))]
 
 
 # id(predictor) -> its name in the program being called; the step whose call is under way.
@@ -120,6 +136,9 @@ class UsageCallback(BaseCallback):
             return
         tokens_in, tokens_out = usage_tokens(entry.get("response"))
         active.add_lm_call(tokens_in, tokens_out, cached=not entry.get("usage"))
+        step = _active_step.get()
+        if step and "length" in finish_reasons(entry.get("response")):
+            active.count(step[-1], "truncated")
 
 
 USAGE = UsageCallback()

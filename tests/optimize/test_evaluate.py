@@ -187,3 +187,16 @@ def test_run_evaluation_runs_with_the_lm_it_is_given_and_resumes(scripted_lm, tm
     assert again.aggregate["n"] == 3 and len(engine.prompts) == 3  # resumed: nothing re-run
     with pytest.raises(InputError, match="basic: knob 'top_k' = 'x'"):
         run_evaluation("basic", str(path), lm, **{**args, "knobs": {"top_k": "x"}})
+
+
+def test_step_totals_drop_a_counter_that_some_rows_predate():
+    """Rows written before a counter existed make its sum unknown, not a smaller number."""
+    from netcast.optimize.evaluate import step_totals
+
+    def row(**counts):
+        return {"trace": {"steps": {"plan": {"calls": 2, "reasons": {}, **counts}}}}
+
+    both = step_totals([row(truncated=1), row(truncated=2)])["steps"]["plan"]
+    mixed = step_totals([row(truncated=1), row()])["steps"]["plan"]
+    assert (both["calls"], both["truncated"]) == (4, 3)
+    assert mixed["calls"] == 4 and "truncated" not in mixed

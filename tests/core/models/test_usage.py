@@ -72,3 +72,32 @@ def test_usage_tokens_reads_native_litellm_and_list_shapes():
     assert usage.usage_tokens({"usage": {"prompt_tokens": 7, "completion_tokens": 2}}) == (7, 2)
     assert usage.usage_tokens([Native(), {"usage": {"prompt_tokens": 1}}]) == (8, 2)
     assert usage.usage_tokens(None) == (0, 0)
+
+
+class TruncatingEngine(ScriptedEngine):
+    """Replies cut at the token limit (``finish_reason="length"``) when the question asks."""
+
+    def complete(self, request):
+        import dataclasses
+
+        reply = super().complete(request)
+        cut = "LONG" in self.prompts[-1]
+        return dataclasses.replace(reply, finish_reason="length") if cut else reply
+
+
+def test_a_reply_cut_at_the_token_limit_is_counted_for_its_step(bm25):
+    engine = TruncatingEngine(lambda prompt: {"answer": "Paris"})
+    program = BasicRAG(bm25, top_k=2)
+    program.set_lm(plain_lm(engine, cache=False))
+    cut = program(question="LONG: what is the capital of France?").trace["steps"]["answer"]
+    whole = program(question="What is the capital of France?").trace["steps"]["answer"]
+    assert (cut["calls"], cut["truncated"]) == (1, 1)
+    assert (whole["calls"], whole["truncated"]) == (1, 0)
+
+
+def test_finish_reasons_reads_native_litellm_and_list_shapes():
+    native = type("R", (), {"finish_reason": "length"})()
+    litellm = {"choices": [{"finish_reason": "stop"}, {"finish_reason": "length"}]}
+    assert usage.finish_reasons(native) == ["length"]
+    assert usage.finish_reasons(litellm) == ["stop", "length"]
+    assert usage.finish_reasons([native, {"choices": []}, None]) == ["length"]
