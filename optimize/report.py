@@ -77,8 +77,14 @@ def read_results(*run_dirs: str | Path) -> list[Results]:
     """Every ``<dataset>/<program>/predictions.jsonl`` under each of ``run_dirs``, with the
     model its ``run.json`` names."""
     found = []
-    for run_dir in map(Path, run_dirs):
-        source = run_dir.name if len(run_dirs) > 1 else ""
+    dirs = [Path(d) for d in run_dirs]
+    names = [d.name for d in dirs]
+    for run_dir in dirs:
+        # the directory's name labels its rows; two directories of the same name (in different
+        # parents) are labelled by their paths, so their baselines are never mixed
+        source = "" if len(dirs) == 1 else run_dir.name
+        if names.count(run_dir.name) > 1:
+            source = str(run_dir)
         mine = []
         for path in sorted(run_dir.glob("*/*/predictions.jsonl")):
             lines = path.read_text(encoding="utf-8").splitlines()

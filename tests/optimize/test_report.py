@@ -216,6 +216,19 @@ def test_two_runs_of_one_model_do_not_mix_their_baselines(tmp_path):
     assert rows[("a/hotpotqa-sample", "basic")]["diff_vs_basic"][0] is None
 
 
+def test_two_runs_with_the_same_folder_name_are_labelled_by_path(tmp_path):
+    first = write_run(tmp_path / "a" / "run", {"basic": [row("q1", 0, 0.0, 100)]}, model="m")
+    second = write_run(
+        tmp_path / "b" / "run",
+        {"basic": [row("q1", 1, 1.0, 100)], "fancy": [row("q1", 1, 1.0, 100)]},
+        model="m",
+    )
+    rows = {(r["dataset"], r["program"]): r for r in summary_rows(read_results(first, second))}
+    fancy = rows[(f"{second}/hotpotqa-sample", "fancy")]
+    assert fancy["diff_vs_basic"][0] == 0.0  # its own run's basic (1.0), not the other's (0.0)
+    assert rows[(f"{first}/hotpotqa-sample", "basic")]["diff_vs_basic"][0] is None
+
+
 def test_the_cheapest_strategy_within_two_f1_of_the_best():
     def summary(program, f1, tokens, model="m"):
         return {
