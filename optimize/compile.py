@@ -99,16 +99,31 @@ def make_optimizer(
     )
 
 
-def hold_out(trainset: Sequence, share: float = 0.8) -> tuple[list, list]:
-    """``(bootstrap, select)``: the first questions to bootstrap from and the last ``share`` to
-    score candidates on (MIPROv2's own split when it is given no valset)."""
+def hold_out(trainset: Sequence, share: float = 0.8, most: int = 1000) -> tuple[list, list]:
+    """``(bootstrap, select)``: the first questions to bootstrap from and the last ``share``
+    (at most ``most``) to score candidates on: MIPROv2's own split when it is given no valset."""
     items = list(trainset)
     if len(items) < 2:
         raise InputError(
             f"selecting on the training split needs at least 2 training questions, got {len(items)}"
         )
-    cut = len(items) - max(1, int(len(items) * share))
+    cut = len(items) - max(1, min(most, int(len(items) * share)))
     return items[:cut], items[cut:]
+
+
+def selection_sets(
+    optimizer: str, trainset: Sequence, valset: Sequence | None, select_on: str = "dev"
+) -> tuple[list, list | None]:
+    """``(trainset, valset)`` as ``optimizer`` gets them: with ``select_on="dev"`` the given
+    ones; with ``"train"`` an optimizer that selects among candidates (``SELECTING``) scores
+    them on held-out training questions (``hold_out``) and ``valset`` stays unseen."""
+    if select_on not in SELECT_ON:
+        raise InputError(f"unknown select_on {select_on!r}; choose one of {', '.join(SELECT_ON)}")
+    if select_on == "dev":
+        return list(trainset), list(valset) if valset else None
+    if optimizer in SELECTING:
+        return hold_out(trainset)
+    return list(trainset), None
 
 
 def compile_program(
@@ -128,13 +143,8 @@ def compile_program(
 
     ``select_on`` is where an optimizer that selects among candidates (``SELECTING``) scores
     them: ``"dev"`` on ``valset``, ``"train"`` on a held-out part of ``trainset``
-    (``hold_out``), so ``valset`` stays unseen and can measure the result."""
-    if select_on not in SELECT_ON:
-        raise InputError(f"unknown select_on {select_on!r}; choose one of {', '.join(SELECT_ON)}")
-    if select_on == "train":
-        valset = None
-        if optimizer in SELECTING:
-            trainset, valset = hold_out(trainset)
+    (``selection_sets``), so ``valset`` stays unseen and can measure the result."""
+    trainset, valset = selection_sets(optimizer, trainset, valset, select_on)
     settings = {**default_settings(optimizer), **(settings or {})}
     tele = make_optimizer(
         optimizer,

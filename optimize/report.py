@@ -347,8 +347,9 @@ def step_lines(rows: Sequence[dict]) -> list[str]:
         "## Per-step outcomes",
         "",
         "Summed over the questions: `parse_failures` = no usable reply; `unreadable` = a reply "
-        "the first adapter could not read (DSPy then tried JSON); `truncated` = a reply cut at "
-        "the new-token limit (- where the rows predate this count); `fallbacks` = the program "
+        "the first adapter could not read (DSPy then tried JSON); `truncated` = model replies cut "
+        "at the new-token limit (a call DSPy retried in JSON has two replies; - where the rows "
+        "predate this count); `fallbacks` = the program "
         "went on without the step's output; `accepted`/`rejected` = rule checks on its output.",
         "",
         "| dataset | model | program | step | " + " | ".join(STEP_COLUMNS) + " | top rejection |",

@@ -117,7 +117,10 @@ def run_trial(
     trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
     program = cls(retriever, lm=lm, **knobs)
     if compile_each:
-        program = compile_program(program, trainset, optimizer=optimizer, metric=metric, seed=seed)
+        # candidates are selected on held-out training questions: the dev set scores the trial
+        program = compile_program(
+            program, trainset, optimizer=optimizer, metric=metric, seed=seed, select_on="train"
+        )
     rows: list[dict[str, Any]] = []
     for step, start in enumerate(range(0, len(devset), chunk)):
         result = evaluate(program, devset[start : start + chunk], progress=False)

@@ -28,7 +28,13 @@ from netcast.files import short_hash, slug
 from netcast.models import decoding_info, make_lm, model_name, token_counter
 from netcast.models.factory import preflight
 from netcast.optimize import tune as tuning
-from netcast.optimize.compile import compile_program, default_settings, demo_report
+from netcast.optimize.compile import (
+    compile_program,
+    default_settings,
+    demo_report,
+    hold_out,
+    selection_sets,
+)
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.session import build_program, load, open_retriever, retriever_recipe
 
@@ -187,6 +193,8 @@ def compile_recipe(
     data = recipe["dataset"]
     train = load_dataset(data["name"], data["train_split"], data.get("train_limit"))
     dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"))
+    # refused now, not after the dev questions are scored
+    selection_sets(recipe["optimizer"]["name"], train.examples, None, data.get("select_on", "dev"))
     retriever = open_retriever(train, kind=recipe["retriever"]["kind"], counter=token_counter(lm))
     program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
     preflight(lm)
@@ -248,13 +256,17 @@ def recompile(
     threads: int = 1,
     progress: bool = True,
     lm: dspy.BaseLM | None = None,
+    select_on: str | None = None,
 ) -> tuple[CompileResult, dict[str, Any]]:
-    """Rerun ``source``'s recipe with ``model`` (and optionally re-tuned ``knobs``); the new
-    artifact's lineage names ``source``. Returns the result and the old scores."""
+    """Rerun ``source``'s recipe with ``model`` (and optionally re-tuned ``knobs``, or another
+    ``select_on``); the new artifact's lineage names ``source``. Returns the result and the old
+    scores."""
     recipe, old_scores, _ = read_artifact(source)
     new_recipe = {**recipe, "model": {"name": model_name(model), "lm_kwargs": {}}}
     if knobs is not None:
         new_recipe["knobs"] = knobs
+    if select_on is not None:
+        new_recipe["dataset"] = {**recipe["dataset"], "select_on": select_on}
     new_recipe["retriever"] = {"kind": recipe["retriever"]["kind"]}
     result = compile_recipe(
         new_recipe, out, parent=source, threads=threads, progress=progress, lm=lm
@@ -262,12 +274,20 @@ def recompile(
     return result, old_scores
 
 
-def retune_knobs(source: str | Path, lm: dspy.BaseLM, trials: int) -> dict[str, Any]:
-    """Re-tune ``source``'s knobs for ``lm`` (in-memory study, by the recipe's metric)."""
+def retune_knobs(
+    source: str | Path, lm: dspy.BaseLM, trials: int, select_on: str | None = None
+) -> dict[str, Any]:
+    """Re-tune ``source``'s knobs for ``lm`` (in-memory study, by the recipe's metric), scored
+    on the dev questions, or on held-out training questions when the recipe (or ``select_on``)
+    selects on ``train``."""
     recipe, _, _ = read_artifact(source)
     data = recipe["dataset"]
     train = load_dataset(data["name"], data["train_split"], data.get("train_limit"))
-    dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"))
+    if (select_on or data.get("select_on", "dev")) == "train":
+        trainset, devset = hold_out(train.examples)
+    else:
+        trainset = train.examples
+        devset = load_dataset(data["name"], data["dev_split"], data.get("dev_limit")).examples
     preflight(lm)
     study = tuning.open_study(f"retune-{Path(source).name}", None, [recipe["metric"]])
     with dspy.context(lm=lm):
@@ -278,8 +298,8 @@ def retune_knobs(source: str | Path, lm: dspy.BaseLM, trials: int) -> dict[str, 
             retriever=open_retriever(
                 train, kind=recipe["retriever"]["kind"], counter=token_counter(lm)
             ),
-            trainset=train.examples,
-            devset=dev.examples,
+            trainset=trainset,
+            devset=devset,
             objectives=[recipe["metric"]],
             lm=lm,
         )
@@ -386,7 +406,12 @@ def run_tuning(
     if compile_each:
         with dspy.context(lm=lm):
             prog = compile_program(
-                prog, train.examples, optimizer=optimizer, metric=names[0], seed=seed
+                prog,
+                train.examples,
+                optimizer=optimizer,
+                metric=names[0],
+                seed=seed,
+                select_on="train",
             )
     recipe = make_recipe(
         program=program,
@@ -397,6 +422,7 @@ def run_tuning(
         train_limit=train_limit,
         dev_limit=dev_limit,
         optimizer=optimizer if compile_each else "bootstrap",
+        select_on="train" if compile_each else "dev",
         metric=names[0],
         model=getattr(lm, "embedded_name", None) or lm.model,
         retriever=retriever,

@@ -275,12 +275,13 @@ def compile_cmd(
     train_limit: Annotated[Optional[int], typer.Option(help="first N train questions")] = 20,  # noqa: UP045
     dev_limit: Annotated[Optional[int], typer.Option(help="first N dev questions")] = 20,  # noqa: UP045
     select_on: Annotated[
-        str,
+        Optional[str],  # noqa: UP045
         typer.Option(
             help="dev | train: where bootstrap-rs, mipro and gepa score their candidates "
-            "(train: the last 80% of the train questions, so the dev questions stay unseen)"
+            "(train: the last 80% of the train questions, so the dev questions stay unseen); "
+            "default dev, or with --from the artifact's"
         ),
-    ] = "dev",
+    ] = None,
     optimizer: Annotated[
         str, typer.Option(help="bootstrap | bootstrap-rs | mipro | simba | gepa")
     ] = "bootstrap",
@@ -307,10 +308,16 @@ def compile_cmd(
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
 
     try:
+        if select_on is not None and select_on not in SELECT_ON:
+            raise NetcastError(
+                f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
+            )
         if from_dir is not None:
             lm = _lm(model, api_base, retries)
-            knobs = retune_knobs(from_dir, lm, trials) if retune else None
-            result, old = recompile(from_dir, model, out, knobs=knobs, threads=threads, lm=lm)
+            knobs = retune_knobs(from_dir, lm, trials, select_on) if retune else None
+            result, old = recompile(
+                from_dir, model, out, knobs=knobs, threads=threads, lm=lm, select_on=select_on
+            )
             columns = {f"{from_dir} (old)": old.get("after"), f"{out} (new model)": result.after}
         else:
             if optimizer not in OPTIMIZERS:
@@ -319,10 +326,6 @@ def compile_cmd(
                 )
             if metric not in METRICS:
                 raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
-            if select_on not in SELECT_ON:
-                raise NetcastError(
-                    f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
-                )
             recipe = make_recipe(
                 program=program,
                 knobs=_knobs(knob, program),
@@ -337,7 +340,7 @@ def compile_cmd(
                 teacher_model=teacher_model,
                 retriever=retriever,
                 seed=seed,
-                select_on=select_on,
+                select_on=select_on or "dev",
             )
             lm = _lm(model, api_base, retries)
             teacher_lm = _lm(teacher_model, api_base, retries) if teacher_model else None

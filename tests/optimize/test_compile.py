@@ -366,3 +366,52 @@ def test_compile_program_rejects_an_unknown_select_on(qa_file):
     data = load_dataset(qa_file, "all", limit=4)
     with pytest.raises(InputError, match="unknown select_on 'test'"):
         compile_program(BasicRAG(open_retriever(data)), data.examples, select_on="test")
+
+
+@pytest.mark.parametrize("optimizer", ["bootstrap-rs", "gepa"])
+def test_selecting_optimizers_get_held_out_train_questions_as_valset(
+    monkeypatch, qa_file, optimizer
+):
+    """bootstrap-rs and GEPA would score candidates on their own trainset when given no
+    valset: with select_on="train" they get the held-out part, and never the dev questions."""
+    from netcast.data import load_dataset
+    from netcast.optimize import compile as compile_module
+    from netcast.session import open_retriever
+
+    given = {}
+
+    class Recorder:
+        def compile(self, student, trainset, valset=None, **kwargs):
+            given.update(trainset=trainset, valset=valset)
+            return student
+
+    monkeypatch.setattr(compile_module, "make_optimizer", lambda *a, **k: Recorder())
+    data = load_dataset(qa_file, "all", limit=10)
+    train, dev = data.examples[:5], data.examples[5:]
+    program = BasicRAG(open_retriever(data))
+    compile_program(program, train, optimizer=optimizer, valset=dev, select_on="train")
+    assert (given["trainset"], given["valset"]) == (train[:1], train[1:])
+    compile_program(program, train, optimizer=optimizer, valset=dev)
+    assert (given["trainset"], given["valset"]) == (train, dev)
+
+
+def test_a_recipe_that_cannot_select_on_train_is_refused_before_any_model_call(
+    scripted_lm, qa_file, tmp_path
+):
+    _, engine = scripted_lm(answer)
+    recipe = recipe_for(qa_file, select_on="train")
+    recipe["optimizer"]["name"] = "mipro"
+    recipe["dataset"]["train_limit"] = 1
+    with pytest.raises(InputError, match="at least 2 training questions"):
+        compile_recipe(recipe, tmp_path / "art", lm=dspy.settings.lm, progress=False)
+    assert engine.prompts == [] and not (tmp_path / "art").exists()
+
+
+def test_recompile_can_change_where_candidates_are_selected(scripted_lm, qa_file, tmp_path):
+    lm, _ = scripted_lm(answer)
+    first = compile_recipe(recipe_for(qa_file), tmp_path / "v1", lm=lm, progress=False)
+    assert read_artifact(first.artifact)[0]["dataset"]["select_on"] == "dev"
+    result, _ = recompile(
+        first.artifact, "scripted/fake", tmp_path / "v2", lm=lm, progress=False, select_on="train"
+    )
+    assert read_artifact(result.artifact)[0]["dataset"]["select_on"] == "train"
