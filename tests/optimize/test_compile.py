@@ -280,6 +280,17 @@ def outputs_asked(prompt: str) -> list[str]:
     return re.findall(r"\d+\. `(\w+)`", block)
 
 
+def proposing_teacher():
+    """A teacher LM that proposes PROPOSAL as the instruction and says "ok" to the rest."""
+
+    def teacher(prompt):
+        asked = outputs_asked(prompt)
+        return {name: PROPOSAL if name == "proposed_instruction" else "ok" for name in asked}
+
+    engine = ScriptedEngine(teacher)
+    return dspy.LM("scripted/teacher", engine=engine, cache=False, num_retries=0), engine
+
+
 def test_mipro_proposes_instructions_with_the_prompt_model_and_keeps_the_one_that_scores(
     scripted_lm, qa_file
 ):
@@ -293,13 +304,8 @@ def test_mipro_proposes_instructions_with_the_prompt_model_and_keeps_the_one_tha
         ok = "exact span" in prompt
         return {"answer": last_question(prompt).split()[0] if ok else "wrong"}
 
-    def teacher(prompt):
-        asked = outputs_asked(prompt)
-        return {name: PROPOSAL if name == "proposed_instruction" else "ok" for name in asked}
-
     _, student_engine = scripted_lm(student)
-    teacher_engine = ScriptedEngine(teacher)
-    teacher_lm = dspy.LM("scripted/teacher", engine=teacher_engine, cache=False, num_retries=0)
+    teacher_lm, teacher_engine = proposing_teacher()
     data = load_dataset(qa_file, "all", limit=8)
     program = BasicRAG(open_retriever(data), top_k=1)
     compiled = compile_program(
@@ -337,13 +343,8 @@ def test_mipro_selecting_on_train_never_shows_a_dev_question_to_a_model(
     def student(prompt):
         return {"answer": last_question(prompt).split()[0]}
 
-    def teacher(prompt):
-        asked = outputs_asked(prompt)
-        return {name: PROPOSAL if name == "proposed_instruction" else "ok" for name in asked}
-
     _, student_engine = scripted_lm(student)
-    teacher_engine = ScriptedEngine(teacher)
-    teacher_lm = dspy.LM("scripted/teacher", engine=teacher_engine, cache=False, num_retries=0)
+    teacher_lm, teacher_engine = proposing_teacher()
     data = load_dataset(qa_file, "all", limit=10)
     program = BasicRAG(open_retriever(data), top_k=1)
     train, dev = data.examples[:5], data.examples[5:10]
