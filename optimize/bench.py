@@ -38,6 +38,17 @@ def bench_dir(settings: dict[str, Any]) -> Path:
     return Path("runs") / f"bench-{short_hash(settings)}"
 
 
+def bench_commands(run_dir: Path, command: str | None) -> list[str]:
+    """Every distinct command that has filled ``run_dir`` (its ``bench.json``), ``command`` last:
+    a run directory filled by several benches names each of them."""
+    path = run_dir / "bench.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    commands = list(old.get("commands") or ([old["command"]] if old.get("command") else []))
+    if command and command not in commands:
+        commands.append(command)
+    return commands
+
+
 def run_bench(
     run_dir: str | Path | None,
     programs: Sequence[str],
@@ -70,6 +81,7 @@ def run_bench(
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
     preflight(lm)  # a missing key or an unknown model stops here, before any question
     run_dir.mkdir(parents=True, exist_ok=True)
+    meta["commands"] = bench_commands(run_dir, meta.get("command"))
     (run_dir / "bench.json").write_text(json.dumps(meta, indent=2))
     results = {}
     for dataset in datasets:

@@ -429,9 +429,12 @@ def write_report(
         lines += ["Run directories: " + ", ".join(f"`{d}`" for d in dirs), ""]
     for d in dirs:
         bench = d / "bench.json"
-        command = json.loads(bench.read_text()).get("command") if bench.exists() else None
-        if command:
-            lines += [f"Command: `{command}`", ""]
+        meta = json.loads(bench.read_text()) if bench.exists() else {}
+        commands = meta.get("commands") or ([meta["command"]] if meta.get("command") else [])
+        if len(commands) == 1:
+            lines += [f"Command: `{commands[0]}`", ""]
+        elif commands:  # several benches filled this directory, one part each
+            lines += ["Commands:", "", *(f"- `{c}`" for c in commands), ""]
     if info.get("model"):
         lines += [f"Model: {info['model']}; retriever: {info.get('retriever')}", ""]
     lines += [
@@ -480,7 +483,8 @@ def _html(rows, diffs, png: Path, info: dict) -> str:
         f"{trace_block(d['trace'])}{trace_block(d['basic_trace'])}</details>"
         for d in diffs
     )
-    command = html.escape(info.get("command", ""))
+    commands = info.get("commands") or [info.get("command", "")]
+    command = "<br>".join(html.escape(c) for c in commands)
     return (
         "<!doctype html><meta charset='utf-8'><title>netcast bench report</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"

@@ -155,6 +155,19 @@ def test_bench_resumes_without_repeating_finished_questions(scripted_lm, tmp_pat
     assert (tmp_path / "report.md").exists() and (tmp_path / "quality_vs_cost.png").exists()
 
 
+def test_a_run_directory_filled_by_two_benches_names_both_commands(scripted_lm, tmp_path):
+    lm, _ = scripted_lm(lambda prompt: {"answer": "x"})
+    kwargs = {"lm": lm, "split": "dev", "limit": 1, "progress": False}
+    first, second = "netcast bench --programs basic", "netcast bench --programs basic --x"
+    run_bench(tmp_path, ["basic"], ["musique-sample"], info={"command": first}, **kwargs)
+    run_bench(tmp_path, ["basic"], ["musique-sample"], info={"command": second}, **kwargs)
+    run_bench(tmp_path, ["basic"], ["musique-sample"], info={"command": first}, **kwargs)
+    assert json.loads((tmp_path / "bench.json").read_text())["commands"] == [first, second]
+    md = (tmp_path / "report.md").read_text()
+    assert f"- `{first}`" in md and f"- `{second}`" in md
+    assert first in (tmp_path / "report.html").read_text()
+
+
 def test_bench_takes_a_dataset_given_as_an_absolute_path(scripted_lm, tmp_path):
     rows = [
         {
