@@ -47,16 +47,19 @@ def with_feedback(metric: Callable) -> Callable:
     return gepa_metric
 
 
+# A trace becomes a bootstrapped demonstration only when its answer scores at least this
+# (DSPy's ``metric_threshold``; without it any F1 above 0 passes, e.g. "Carl Philipp Emanuel
+# Bach" for the gold "Georg Philipp Telemann", F1 0.29).
+DEMO_PASS = 0.5
+
+
 def default_settings(name: str) -> dict[str, Any]:
     """Each optimizer's settings, sized for small training sets and slow local models."""
+    demos = {"max_bootstrapped_demos": 2, "max_labeled_demos": 2, "metric_threshold": DEMO_PASS}
     return {
-        "bootstrap": {"max_bootstrapped_demos": 2, "max_labeled_demos": 2},
-        "bootstrap-rs": {
-            "max_bootstrapped_demos": 2,
-            "max_labeled_demos": 2,
-            "num_candidate_programs": 4,
-        },
-        "mipro": {"auto": "light", "max_bootstrapped_demos": 2, "max_labeled_demos": 2},
+        "bootstrap": demos,
+        "bootstrap-rs": {**demos, "num_candidate_programs": 4},
+        "mipro": {"auto": "light", **demos},
         "simba": {"max_steps": 4, "num_candidates": 4, "bsize": 8, "max_demos": 2},
         "gepa": {"auto": "light"},
     }[name]

@@ -416,3 +416,22 @@ def test_recompile_can_change_where_candidates_are_selected(scripted_lm, qa_file
         first.artifact, "scripted/fake", tmp_path / "v2", lm=lm, progress=False, select_on="train"
     )
     assert read_artifact(result.artifact)[0]["dataset"]["select_on"] == "train"
+
+
+@pytest.mark.parametrize(("reply", "bootstrapped"), [("{word}", 2), ("{word} one two three", 0)])
+def test_only_traces_whose_answer_passes_become_bootstrapped_demos(
+    scripted_lm, qa_file, reply, bootstrapped
+):
+    """A partly right answer (F1 0.4 against its gold) is not a successful trace: with the
+    default threshold it is not bootstrapped (labeled examples fill the slots instead)."""
+    from netcast.data import load_dataset
+    from netcast.optimize.compile import demo_report
+    from netcast.session import open_retriever
+
+    scripted_lm(lambda prompt: {"answer": reply.format(word=last_question(prompt).split()[0])})
+    data = load_dataset(qa_file, "all", limit=6)
+    compiled = compile_program(BasicRAG(open_retriever(data)), data.examples)
+    assert demo_report(compiled)["answer"] == {
+        "bootstrapped": bootstrapped,
+        "labeled": 2 - bootstrapped,  # labeled examples fill the slots left
+    }
