@@ -16,7 +16,7 @@ from netcast.files import short_hash, slug
 from netcast.models import decoding_info, token_counter
 from netcast.models.factory import preflight
 from netcast.optimize.evaluate import EvalResult, evaluate
-from netcast.optimize.report import write_report
+from netcast.optimize.report import bench_commands, write_report
 from netcast.programs import get_program, program_names
 from netcast.session import build_program, load, open_retriever
 
@@ -38,12 +38,11 @@ def bench_dir(settings: dict[str, Any]) -> Path:
     return Path("runs") / f"bench-{short_hash(settings)}"
 
 
-def bench_commands(run_dir: Path, command: str | None) -> list[str]:
+def run_commands(run_dir: Path, command: str | None) -> list[str]:
     """Every distinct command that has filled ``run_dir`` (its ``bench.json``), ``command`` last:
     a run directory filled by several benches names each of them."""
     path = run_dir / "bench.json"
-    old = json.loads(path.read_text()) if path.exists() else {}
-    commands = list(old.get("commands") or ([old["command"]] if old.get("command") else []))
+    commands = bench_commands(json.loads(path.read_text()) if path.exists() else {})
     if command and command not in commands:
         commands.append(command)
     return commands
@@ -81,7 +80,7 @@ def run_bench(
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
     preflight(lm)  # a missing key or an unknown model stops here, before any question
     run_dir.mkdir(parents=True, exist_ok=True)
-    meta["commands"] = bench_commands(run_dir, meta.get("command"))
+    meta["commands"] = run_commands(run_dir, meta.get("command"))
     (run_dir / "bench.json").write_text(json.dumps(meta, indent=2))
     results = {}
     for dataset in datasets:

@@ -73,6 +73,12 @@ def paired_p_value(a: Sequence[float], b: Sequence[float], n: int = 5000, seed: 
     return float((np.abs((signs * d).mean(axis=1)) >= observed - 1e-12).mean())
 
 
+def bench_commands(meta: dict[str, Any]) -> list[str]:
+    """The commands a run directory's ``bench.json`` names: its ``commands`` list, or the single
+    ``command`` older ones hold."""
+    return list(meta.get("commands") or ([meta["command"]] if meta.get("command") else []))
+
+
 def read_results(*run_dirs: str | Path) -> list[Results]:
     """Every ``<dataset>/<program>/predictions.jsonl`` under each of ``run_dirs``, with the
     model its ``run.json`` names."""
@@ -430,7 +436,7 @@ def write_report(
     for d in dirs:
         bench = d / "bench.json"
         meta = json.loads(bench.read_text()) if bench.exists() else {}
-        commands = meta.get("commands") or ([meta["command"]] if meta.get("command") else [])
+        commands = bench_commands(meta)
         if len(commands) == 1:
             lines += [f"Command: `{commands[0]}`", ""]
         elif commands:  # several benches filled this directory, one part each
@@ -483,8 +489,7 @@ def _html(rows, diffs, png: Path, info: dict) -> str:
         f"{trace_block(d['trace'])}{trace_block(d['basic_trace'])}</details>"
         for d in diffs
     )
-    commands = info.get("commands") or [info.get("command", "")]
-    command = "<br>".join(html.escape(c) for c in commands)
+    command = "<br>".join(html.escape(c) for c in bench_commands(info))
     return (
         "<!doctype html><meta charset='utf-8'><title>netcast bench report</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
