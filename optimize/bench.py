@@ -11,13 +11,14 @@ from typing import Any
 import dspy
 
 from netcast.data import load_dataset
-from netcast.errors import ModelCallError
+from netcast.errors import InputError, ModelCallError
 from netcast.files import short_hash, slug
 from netcast.models import decoding_info, token_counter
 from netcast.models.factory import preflight
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.optimize.report import bench_commands, write_report
 from netcast.programs import get_program, program_names
+from netcast.programs.knobs import parse_pairs, validate
 from netcast.session import build_program, load, open_retriever
 
 
@@ -31,6 +32,20 @@ def resolve_programs(spec: str | Sequence[str]) -> list[str]:
     for name in names:
         get_program(name)
     return names
+
+
+def parse_variant(spec: str) -> tuple[str, str, dict[str, Any]]:
+    """``"combined:notes=false,k=8"`` -> (label, program, knobs): a strategy run with some knobs
+    changed, beside the same strategy as shipped. Its label, ``combined-notes-false-k-8``, names
+    its folder and its rows; the knobs are checked before anything runs."""
+    program, sep, pairs = spec.partition(":")
+    program = program.strip()
+    if not sep or not pairs.strip():
+        raise InputError(f"--variant expects program:knob=value[,knob=value], got {spec!r}")
+    knobs = parse_pairs([p for p in pairs.split(",") if p.strip()])
+    validate(program, get_program(program).Knobs, knobs)
+    label = slug(f"{program}-{pairs}", limit=80)
+    return label, program, knobs
 
 
 def bench_dir(settings: dict[str, Any]) -> Path:
@@ -58,6 +73,7 @@ def run_bench(
     limit: int | None = None,
     retriever: str = "bm25",
     compiled: Sequence[str | Path] = (),
+    variants: Sequence[str] = (),
     threads: int = 1,
     progress: bool = True,
     max_errors: int = 3,
@@ -65,7 +81,10 @@ def run_bench(
 ) -> tuple[Path, dict[tuple[str, str], EvalResult]]:
     """Evaluate every program on every dataset into ``run_dir/<dataset>/<program>/`` (a dataset
     given as a path is named by a slug of it); finished questions are kept and skipped when the
-    same bench is run again. Returns the run directory and the results."""
+    same bench is run again. ``variants`` (:func:`parse_variant`) add strategies with changed
+    knobs, each compared in the report with its program as shipped. Returns the run directory
+    and the results."""
+    changed = [parse_variant(v) for v in variants]
     meta = {
         **(info or {}),
         "model": lm.model,
@@ -76,6 +95,7 @@ def run_bench(
         "programs": list(programs),
         "datasets": list(datasets),
         "compiled": [str(c) for c in compiled],
+        **({"variants": list(variants)} if variants else {}),
     }
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
     preflight(lm)  # a missing key or an unknown model stops here, before any question
@@ -87,6 +107,7 @@ def run_bench(
         data = load_dataset(dataset, split, limit)
         index = open_retriever(data, kind=retriever, counter=token_counter(lm))
         entries = [(name, build_program(name, index, lm=lm)) for name in programs]
+        entries += [(label, build_program(p, index, k, lm=lm)) for label, p, k in changed]
         entries += [(Path(c).name, load(c, model=lm, retriever=index)) for c in compiled]
         folder = slug(Path(dataset).stem if dataset.endswith(".jsonl") else dataset)
         for name, program in entries:

@@ -310,8 +310,8 @@ TABLE_COLUMNS = [
     *(BY_NAME[m].label for m in QUALITY),
     "F1 - basic [95% CI]",
     "p (F1 vs basic)",
-    "F1 - uncompiled [95% CI]",
-    "p (vs uncompiled)",
+    "F1 - its program [95% CI]",
+    "p (vs its program)",
     *(BY_NAME[m].label for m in COST),
     "parse failures /100 calls",
     "checks passed",
@@ -446,8 +446,8 @@ def write_report(
     lines += [
         "Quality: mean [95% bootstrap CI]; F1 - basic and p: paired difference (95% bootstrap "
         "CI) and sign-flip permutation test of F1 against basic with the same model on the "
-        "same questions; F1 - uncompiled: the same for a compiled artifact against its program "
-        "uncompiled. Cost: means per question.",
+        "same questions; F1 - its program: the same for a compiled artifact or a knob variant "
+        "against its program as shipped (uncompiled, default knobs). Cost: means per question.",
         "",
         "| " + " | ".join(TABLE_COLUMNS) + " |",
         "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|",

@@ -460,6 +460,13 @@ def bench(
     compiled: Annotated[
         Optional[list[Path]], typer.Option(help="compiled artifact to include (repeatable)")  # noqa: UP045
     ] = None,
+    variant: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option(
+            help="a strategy with knobs changed, program:knob=value[,knob=value] (repeatable), "
+            "e.g. combined:notes=false; compared with the program as shipped"
+        ),
+    ] = None,
     threads: Annotated[int, typer.Option(help="parallel questions")] = 1,
     run_dir: Annotated[
         Optional[Path], typer.Option(help="default: runs/bench-<settings hash>")  # noqa: UP045
@@ -484,6 +491,7 @@ def bench(
             limit=limit,
             retriever=retriever,
             compiled=compiled or [],
+            variants=variant or [],
             threads=threads,
             info={"command": " ".join(["netcast", *sys.argv[1:]])},
         )

@@ -280,3 +280,55 @@ def test_a_compiled_artifact_is_compared_with_its_program_uncompiled(tmp_path):
     assert rows["iterative-compiled-x"]["diff_vs_basic"][0] == pytest.approx(1.0)
     assert rows["iterative"]["diff_vs_uncompiled"][0] is None  # it is the uncompiled one
     assert rows["iterative-compiled-x"]["p_vs_uncompiled"] < 0.05
+
+
+def test_a_knob_variant_runs_beside_its_program_and_is_compared_with_it(scripted_lm, tmp_path):
+    def reply(prompt):
+        if "[[ ## retrieved ## ]]" in prompt:
+            return {"delete_ids": []}
+        if "[[ ## history ## ]]" in prompt:
+            return {"reasoning": "NOTE-XYZ", "action": "answer", "query": ""}
+        return {"answer": "x"}
+
+    lm, engine = scripted_lm(reply)
+    run_dir, results = run_bench(
+        tmp_path,
+        ["iterative"],
+        ["musique-sample"],
+        lm=lm,
+        limit=2,
+        progress=False,
+        variants=["iterative:notes=false"],
+    )
+    assert set(results) == {
+        ("musique-sample", "iterative"),
+        ("musique-sample", "iterative-notes-false"),
+    }
+    folder = run_dir / "musique-sample" / "iterative-notes-false"
+    info = json.loads((folder / "run.json").read_text())
+    assert info["program"] == "iterative" and info["knobs"]["notes"] is False
+    answers = [p for p in engine.prompts if "[[ ## notes ## ]]" in p]
+    # the program as shipped ran first: its two answers saw the agent's notes, the variant's not
+    assert len(answers) == 4
+    assert ["NOTE-XYZ" in p.split("[[ ## notes ## ]]")[-1] for p in answers] == [1, 1, 0, 0]
+    assert json.loads((run_dir / "bench.json").read_text())["variants"] == ["iterative:notes=false"]
+    rows = {r["program"]: r for r in summary_rows(read_results(run_dir))}
+    assert rows["iterative-notes-false"]["diff_vs_uncompiled"][0] == pytest.approx(0.0)
+    assert rows["iterative"]["diff_vs_uncompiled"][0] is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("iterative", "--variant expects program:knob=value"),
+        ("iterative:nope=1", "iterative: unknown knob 'nope'"),
+        ("fancy:k=1", "unknown program 'fancy'"),
+    ],
+)
+def test_a_bad_variant_is_refused_before_any_question(scripted_lm, tmp_path, spec, message):
+    from netcast.errors import InputError
+
+    lm, engine = scripted_lm(lambda prompt: {"answer": "x"})
+    with pytest.raises(InputError, match=message):
+        run_bench(tmp_path, ["basic"], ["musique-sample"], lm=lm, limit=1, variants=[spec])
+    assert engine.prompts == [] and not (tmp_path / "musique-sample").exists()

@@ -158,6 +158,19 @@ def test_report_and_bench_errors(tmp_path):
         tmp_path / "b",
     )
     assert result.exit_code == 2 and "unknown program 'fancy'" in result.output
+    result = run(
+        "bench",
+        "--programs",
+        "basic",
+        "--variant",
+        "iterative:notes=maybe",
+        "--model",
+        "openai/x",
+        "--run-dir",
+        tmp_path / "b",
+    )
+    assert result.exit_code == 2 and "iterative: knob 'notes' = 'maybe'" in result.output
+    assert not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize(
