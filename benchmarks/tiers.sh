@@ -7,7 +7,7 @@
 #     bash benchmarks/tiers.sh            # everything, in order
 #     bash benchmarks/tiers.sh indicative # one stage: indicative | decisive-basic |
 #                                         #   decisive-compiled | compiled-iterative | musique |
-#                                         #   decisive-mipro | decisive-agents
+#                                         #   decisive-mipro | decisive-agents | variants
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -76,6 +76,13 @@ decisive_agents() {
     --run-dir "$R/decisive-hotpotqa-0.5b"
 }
 
+variants() {
+  # knob variants beside their program as shipped, same 40 questions: combined's final answer
+  # without the agent's notes (its reasoning at each turn), the paper's setting being with them
+  $NETCAST bench --programs combined --variant combined:notes=false --datasets hotpotqa-sample \
+    --limit 40 --run-dir "$R/indicative-hotpotqa-0.5b"
+}
+
 musique() {
   $NETCAST bench --programs basic,iterative,knowledge,iterkey --datasets musique-sample \
     --limit 40 --run-dir "$R/indicative-musique-0.5b"
@@ -89,9 +96,10 @@ case "${1:-all}" in
   musique) musique ;;
   decisive-mipro) decisive_mipro ;;
   decisive-agents) decisive_agents ;;
+  variants) variants ;;
   all)
     indicative; decisive_basic; decisive_compiled; compiled_iterative; decisive_mipro; musique
-    decisive_agents
+    variants; decisive_agents
     ;;
   *) echo "unknown stage $1 (see the top of this file)" >&2; exit 2 ;;
 esac
