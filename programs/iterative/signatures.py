@@ -37,7 +37,9 @@ class FinalAnswer(dspy.Signature):
     short answer: a name, date, number or a few words, copied from the chunks where possible;
     "yes" or "no" for yes/no questions."""
 
-    question: str = dspy.InputField()
+    # the question last, right before the answer (as in basic's AnswerQuestion): asked first,
+    # above ~2k tokens of chunks, the 0.5B model wrote sentences about the chunks instead
     context: list[str] = dspy.InputField(desc="the working context, 'title: text' per chunk")
     notes: list[str] = dspy.InputField(desc="your reasoning at each search turn, oldest first")
+    question: str = dspy.InputField()
     answer: str = dspy.OutputField(desc="a short answer, a few words at most")

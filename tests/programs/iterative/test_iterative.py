@@ -171,6 +171,10 @@ def test_the_final_answer_sees_the_agents_notes(scripted_lm, docs):
     final = engine.prompts[-1]
     assert "[[ ## notes ## ]]" in final
     assert "I need the capital." in final and "Paris is named in C1, done." in final
+    # the question is asked last, after the chunks and the notes, right before the answer
+    user = final[final.rindex("[[ ## context ## ]]") :]
+    assert user.index("[[ ## notes ## ]]") < user.index("[[ ## question ## ]]")
+    assert "capital of France?" in user[user.index("[[ ## question ## ]]") :]
 
 
 def test_combined_uses_top_k_max_as_the_first_round_fallback(scripted_lm, docs):
