@@ -119,11 +119,33 @@ def read_artifact(directory: str | Path) -> tuple[dict, dict, dict]:
     return recipe, scores, meta
 
 
+def align_signature_fields(program: dspy.Module, state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with each predictor's saved signature fields in the program's field order.
+    DSPy restores a field's prefix and description by position, so a signature whose fields
+    were reordered since the save would get its neighbours' descriptions; saved fields are
+    matched to the current ones by prefix (``Question:`` is ``question``), and left as saved
+    when their prefixes are not the current ones in another order."""
+    for name, predictor in program.named_predictors():
+        saved = (state.get(name) or {}).get("signature") or {}
+        fields = saved.get("fields")
+        current = [f.json_schema_extra.get("prefix") for f in predictor.signature.fields.values()]
+        if not isinstance(fields, list) or not all(isinstance(f, dict) for f in fields):
+            continue
+        prefixes = [f.get("prefix") for f in fields]
+        if prefixes == current or not all(isinstance(p, str) for p in [*prefixes, *current]):
+            continue
+        if len(set(prefixes)) == len(prefixes) and sorted(prefixes) == sorted(current):
+            by_prefix = dict(zip(prefixes, fields, strict=True))
+            saved["fields"] = [by_prefix[prefix] for prefix in current]
+    return state
+
+
 def load_program_state(program: dspy.Module, directory: Path, allow_pickle: bool) -> None:
     json_path, pkl_path = directory / "program.json", directory / "program.pkl"
     if json_path.exists():
         state = _read_json(json_path)
         state.pop("metadata", None)
+        align_signature_fields(program, state)
         try:
             program.load_state(state)
         except (KeyError, TypeError, ValueError) as err:
