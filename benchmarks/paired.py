@@ -3,6 +3,10 @@ are two bench directories): mean F1 of each, the paired difference with its 95% 
 interval, and the paired sign-flip test of ``netcast report``; seconds per question of each.
 
     .venv/bin/python benchmarks/paired.py A/predictions.jsonl B/predictions.jsonl
+
+``--by-context`` adds the same comparison within four groups of the shared questions: the gold
+answer in both runs' contexts, only in A's, only in B's, in neither (``answer_in_context``).
+The groups are chosen after the fact: read them as a description, not as tests.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ def main() -> None:
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
     parser.add_argument("--measure", default="f1")
+    parser.add_argument("--by-context", action="store_true", help="split by answer_in_context")
     args = parser.parse_args()
     a, b = rows(args.a), rows(args.b)
     ids = [i for i in a if i in b]
@@ -43,6 +48,41 @@ def main() -> None:
     for name, run in (("A", a), ("B", b)):
         seconds = sum(run[i]["scores"]["seconds"] for i in ids) / len(ids)
         print(f"{name} seconds/question: {seconds:.1f}")
+    if args.by_context:
+        by_context(a, b, ids, args.measure)
+
+
+def by_context(a: dict, b: dict, ids: list[str], measure: str) -> None:
+    """The comparison within the groups of questions whose gold answer was in the context of
+    both runs, only A's, only B's, or neither."""
+
+    def held(run: dict, i: str) -> bool:
+        return bool(run[i]["scores"].get("answer_in_context"))
+
+    groups = {
+        "both": [i for i in ids if held(a, i) and held(b, i)],
+        "only A": [i for i in ids if held(a, i) and not held(b, i)],
+        "only B": [i for i in ids if held(b, i) and not held(a, i)],
+        "neither": [i for i in ids if not held(a, i) and not held(b, i)],
+    }
+    print(f"\n| answer in context | n | A {measure} | B {measure} | B - A [95% CI] | p |")
+    print("|---|---|---|---|---|---|")
+    for name, group in groups.items():
+        if not group:
+            print(f"| {name} | 0 | - | - | - | - |")
+            continue
+        test = paired(
+            Results("", "B", [b[i] for i in group]),
+            Results("", "A", [a[i] for i in group]),
+            measure,
+        )
+        mean, low, high = test["diff"]
+        mean_a = sum(a[i]["scores"][measure] for i in group) / len(group)
+        mean_b = sum(b[i]["scores"][measure] for i in group) / len(group)
+        print(
+            f"| {name} | {len(group)} | {mean_a:.3f} | {mean_b:.3f} | "
+            f"{mean:+.3f} [{low:+.3f}, {high:+.3f}] | {test['p']:.3f} |"
+        )
 
 
 if __name__ == "__main__":
