@@ -37,7 +37,13 @@ from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.knowledge import state as knowledge
 from netcast.programs.knowledge.concurrency import run_concurrently
-from netcast.programs.knowledge.signatures import ExtractKnowledge, FilterContext, PlanQuery
+from netcast.programs.knowledge.signatures import (
+    EXTRACT_TOKENS,
+    FILTER_TOKENS,
+    ExtractKnowledge,
+    FilterContext,
+    PlanQuery,
+)
 from netcast.programs.registry import register
 from netcast.programs.shared.lists import parse_list
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
@@ -87,8 +93,8 @@ class KnowledgeAware(NetcastProgram):
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         self.plan = dspy.Predict(PlanQuery)
-        self.extract = dspy.Predict(ExtractKnowledge)
-        self.filter = dspy.Predict(FilterContext)
+        self.extract = dspy.Predict(ExtractKnowledge, max_tokens=EXTRACT_TOKENS)
+        self.filter = dspy.Predict(FilterContext, max_tokens=FILTER_TOKENS)
         self.generate = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     # --- one step of one agent -----------------------------------------------------------

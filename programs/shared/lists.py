@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Annotated
+
+from pydantic import WithJsonSchema
+from typing_extensions import TypeAliasType
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
@@ -49,3 +53,14 @@ def _json_items(text: str) -> list[str] | None:
     if not isinstance(value, list):
         return None
     return [str(v) for v in value if isinstance(v, (str, int, float))]
+
+
+def bounded_list(name: str, items: int) -> TypeAliasType:
+    """A ``list[str]`` output type whose JSON schema allows at most ``items`` items. A
+    constrained engine decodes under that schema (xgrammar enforces ``maxItems``), so a small
+    model that would add items until its token limit cuts the reply (invalid JSON: a parse
+    failure) closes the list instead. Only the schema carries the bound: an unconstrained
+    model's longer list still parses. Items are not bounded in length: xgrammar's
+    ``maxLength`` strings admit no escapes, so an item could not hold a quotation mark."""
+    schema = {"type": "array", "items": {"type": "string"}, "maxItems": items}
+    return TypeAliasType(name, Annotated[list[str], WithJsonSchema(schema)])

@@ -292,3 +292,48 @@ def test_six_steps_by_default_and_the_answer_from_the_separate_generator(
     assert not any(
         "[[ ## context ## ]]" in p and "[[ ## known ## ]]" not in p for p in main.prompts
     )
+
+
+def test_under_a_json_schema_the_lists_are_bounded_and_the_replies_have_room(bm25):
+    """A constrained engine decodes under the schema, so its lists close within their bound
+    (the 0.5B model otherwise listed facts until the token limit cut the reply)."""
+    import dspy
+
+    from netcast.testing import SchemaEngine
+
+    def respond(prompt):
+        if "[[ ## focus ## ]]" in prompt:
+            return {"query": "capital of France"}
+        if '"still_required"' in prompt:
+            return {"known_facts": ["Paris is the capital of France (P1)"], "still_required": []}
+        if '"segments"' in prompt:
+            return {"segments": ["[P1] Paris is the capital"]}
+        return {"answer": "Paris"}
+
+    engine = SchemaEngine(respond)
+    lm = dspy.LM("scripted/schema", engine=engine, cache=False, num_retries=0)
+    program = KnowledgeAware(bm25, k=1, candidates=1, lm=lm)
+    program.set_lm(lm)
+    prediction = program(question="What is the capital of France?")
+    assert prediction.known == ["Paris is the capital of France (P1)"]
+
+    def bound(name):
+        (schema,) = [f["schema"] for f in engine.formats if name in f["schema"]["properties"]]
+        field = schema["properties"][name]
+        if "$ref" in field:
+            field = schema["$defs"][field["$ref"].rsplit("/", 1)[-1]]
+        return field["maxItems"]
+
+    assert (bound("known_facts"), bound("still_required"), bound("segments")) == (8, 4, 6)
+    limits = {
+        step: [e["kwargs"].get("max_tokens") for e in lm.history if key in str(e["messages"])]
+        for step, key in (("extract", '"still_required"'), ("filter", '"segments"'))
+    }
+    assert limits == {"extract": [768], "filter": [768]}
+
+
+def test_an_unconstrained_model_may_list_more_facts_than_the_schema_bound(scripted_lm, bm25):
+    facts = [f"Fact number {i} about Paris (P1)" for i in range(10)]
+    scripted_lm(scripted(plans=["capital of France"], extracts=[(facts, [])]))
+    prediction = KnowledgeAware(bm25, k=1, candidates=1)(question="What is the capital?")
+    assert prediction.known == facts

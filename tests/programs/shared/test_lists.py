@@ -51,3 +51,15 @@ def test_placeholders_among_items_are_dropped():
     gaps = ["None", " ", "the river of Paris", "n/a"]
     assert parse_list(gaps) == ["the river of Paris"]
     assert parse_list("- none\n- the river of Paris\n- n/a") == ["the river of Paris"]
+
+
+def test_a_bounded_list_bounds_only_the_schema():
+    from pydantic import TypeAdapter
+
+    from netcast.programs.shared.lists import bounded_list
+
+    facts = bounded_list("Facts", 3)
+    schema = TypeAdapter(facts).json_schema()
+    assert schema == {"type": "array", "items": {"type": "string"}, "maxItems": 3}
+    # what an unconstrained model writes past the bound still parses
+    assert TypeAdapter(facts).validate_python(["a", "b", "c", "d"]) == ["a", "b", "c", "d"]
