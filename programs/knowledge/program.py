@@ -4,12 +4,12 @@ Systems, Algorithm 1). Each step an agent plans a query from what is Known and w
 and the others sampled, and the one scoring best on its difference from earlier queries and its
 relevance to the open gaps, weighted by ``diversity_weight``, is searched),
 retrieves (BM25 top-10), updates its knowledge (Eq. 4: every known fact is checked against the
-new passages and kept, corrected or dropped, and must cite a passage it has seen; the gaps are
-listed anew), and filters the context (Eq. 3 and 5: the refined context so far and the new
-passages are filtered again with the latest Known and Required, so it stays bounded; segments
-must be copies of their passage and keep the passage's own text). It stops when nothing is
-Required or at ``max_steps``. A separate generator (``generator_model``) answers from the refined
-context.
+new passages and kept, corrected or dropped, and must be supported by a passage it has seen:
+cited, or with ``cite="inferred"`` matched by its words; the gaps are listed anew), and
+filters the context (Eq. 3 and 5: the refined context so far and the new passages are filtered
+again with the latest Known and Required, so it stays bounded; segments must be copies of their
+passage and keep the passage's own text). It stops when nothing is Required or at
+``max_steps``. A separate generator (``generator_model``) answers from the refined context.
 
 With ``n_agents`` > 1 (Section 3.3): *competitive* agents keep their own Known and Required and
 each proposes a step (agents after the first plan by sampling, at ``sample_temperature`` with
@@ -22,7 +22,9 @@ they emerge); ``perspectives`` gives each competitive agent a fixed angle.
 
 Deliberate choices, as knobs: ``revise_known=False`` keeps Known append-only, ``refilter=False``
 only adds to the refined context (netcast's earlier behaviour); ``match="exact"`` is the paper's
-verbatim rule for segments (default ``fuzzy``, for small models)."""
+verbatim rule for segments (default ``fuzzy``, for small models); ``cite="explicit"`` accepts
+only Known facts that cite a seen passage (default ``inferred``: an uncited fact whose content
+words one seen passage holds is cited for it; the 0.5B model cited nothing)."""
 
 from __future__ import annotations
 
@@ -89,6 +91,12 @@ class KnowledgeAware(NetcastProgram):
         # small models); either way the passage's own text is kept
         match: Literal["exact", "fuzzy"] = "fuzzy"
         match_threshold: float = knobs.knob(0.9, ge=0.5, le=1.0)
+        # a Known fact must be supported by a passage the agent has seen: "explicit" accepts
+        # only facts that cite one; "inferred" (netcast's default, for small models that do
+        # not cite) also accepts an uncited fact when one seen passage holds at least
+        # fact_support of its content words, and cites that passage for it
+        cite: Literal["explicit", "inferred"] = "inferred"
+        fact_support: float = knobs.knob(0.8, ge=0.5, le=1.0)
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
@@ -177,7 +185,9 @@ class KnowledgeAware(NetcastProgram):
             out = self.extract(
                 question=question, known=state.known, required=state.required, passages=shown
             )
-            facts, unsupported = knowledge.verified_facts(list(out.known_facts or []), seen)
+            facts, unsupported = knowledge.verified_facts(
+                list(out.known_facts or []), seen, self.knobs["cite"], self.knobs["fact_support"]
+            )
             gaps = parse_list(list(out.still_required or []))
         except AdapterParseError:
             trace.count("extract", "fallbacks")  # keep the state as it was

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from netcast.corpus import Chunk, format_passage
 from netcast.programs.shared.spans import Mode, find_span
 
+Cite = Literal["explicit", "inferred"]
+
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = set(
     "a an the of in on at to for by and or is are was were who what which when where how did "
-    "does do with from that this as be".split()
+    "does do with from that this as be s".split()  # s: of a possessive ("Germany's")
 )
 # a citation: "(P2)", "[P2]", "(P1, P3)", "(P1 and P3)", "(passage 2)"
 _CITATION = re.compile(
@@ -91,16 +94,43 @@ def cited_labels(fact: str) -> list[str]:
     return found
 
 
-def verified_facts(facts: list[str], labels: dict[str, Chunk]) -> tuple[list[str], list[str]]:
-    """(accepted, rejected): a fact is accepted only if it cites at least one shown passage
-    (one citation or several; every label it cites must have been shown)."""
+def verified_facts(
+    facts: list[str], labels: dict[str, Chunk], cite: Cite = "explicit", support: float = 0.8
+) -> tuple[list[str], list[str]]:
+    """(accepted, rejected): a fact is accepted if it cites at least one shown passage (one
+    citation or several; every label it cites must have been shown). With ``cite="inferred"``
+    a fact that cites nothing is also accepted when one shown passage holds at least
+    ``support`` of its content words; it is kept with that passage's citation appended, so
+    Known stays cited. A question is no fact: one ending in "?" is never inferred."""
     accepted, rejected = [], []
     for fact in facts:
         text = " ".join(str(fact).split())
         cited = cited_labels(text)
-        ok = bool(cited) and all(label in labels for label in cited)
+        if cited:
+            ok = all(label in labels for label in cited)
+        elif cite == "inferred" and not text.endswith("?"):
+            label = supporting_passage(text, labels, support)
+            ok = label is not None
+            if ok:
+                text = f"{text.rstrip('.')} ({label})"
+        else:
+            ok = False
         (accepted if ok else rejected).append(text)
     return accepted, rejected
+
+
+def supporting_passage(fact: str, labels: dict[str, Chunk], support: float) -> str | None:
+    """The label of the shown passage (title and text) holding the largest share of the
+    fact's content words, if that share is at least ``support``; None otherwise."""
+    words = content_words(fact)
+    if not words:
+        return None
+    best, share = None, 0.0
+    for label, chunk in labels.items():
+        held = len(words & content_words(f"{chunk.title} {chunk.text}")) / len(words)
+        if held > share:
+            best, share = label, held
+    return best if share >= support else None
 
 
 def verified_segments(

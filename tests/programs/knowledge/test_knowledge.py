@@ -337,3 +337,23 @@ def test_an_unconstrained_model_may_list_more_facts_than_the_schema_bound(script
     scripted_lm(scripted(plans=["capital of France"], extracts=[(facts, [])]))
     prediction = KnowledgeAware(bm25, k=1, candidates=1)(question="What is the capital?")
     assert prediction.known == facts
+
+
+def test_an_uncited_fact_enters_known_cited_for_its_passage_unless_citations_are_explicit(
+    scripted_lm, bm25
+):
+    def run(**knobs):
+        scripted_lm(
+            scripted(
+                plans=["capital of France"],
+                extracts=[(["Paris is the capital of France", "Rome is in Italy"], [])],
+            )
+        )
+        program = KnowledgeAware(bm25, k=1, candidates=1, **knobs)
+        return program(question="What is the capital of France?").trace["turns"][0]
+
+    inferred = run()
+    assert inferred["known"] == ["Paris is the capital of France (P1)"]
+    assert inferred["unsupported_facts"] == ["Rome is in Italy"]  # no passage holds it
+    explicit = run(cite="explicit")
+    assert explicit["known"] == [] and len(explicit["unsupported_facts"]) == 2

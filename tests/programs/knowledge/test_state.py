@@ -35,6 +35,23 @@ def test_facts_must_cite_a_shown_passage():
     assert rejected == ["Berlin is in Germany (P9)", "No source here"]
 
 
+def test_an_uncited_fact_is_inferred_from_the_passage_holding_its_words():
+    facts = [
+        "Paris is on the Seine.",  # every content word in P1: cited for it
+        "Germany's capital is Berlin",  # P2 holds germany, capital, berlin
+        "Paris is the capital of Germany",  # each passage holds 2 of 3 words: below 0.8
+        "Is Paris the capital of France?",  # a question is no fact
+        "Berlin is in Germany (P9)",  # a wrong citation is not repaired
+    ]
+    accepted, rejected = verified_facts(facts, LABELS, cite="inferred", support=0.8)
+    assert accepted == ["Paris is on the Seine (P1)", "Germany's capital is Berlin (P2)"]
+    assert rejected == facts[2:]
+    assert verified_facts(facts, LABELS)[0] == []  # explicit: only cited facts
+    assert verified_facts(facts[2:3], LABELS, "inferred", 0.6)[0] == [
+        "Paris is the capital of Germany (P1)"  # the most words; a tie goes to the first
+    ]
+
+
 def test_facts_may_cite_several_passages_in_several_formats():
     accepted, rejected = verified_facts(
         [
