@@ -18,6 +18,7 @@ DOCS = [
     Document("berlin", "Berlin", "Berlin is the capital of Germany."),
 ]
 FIELD = re.compile(r"\d+\. `(\w+)` \(([^)]*)\)")
+BOUNDED_LISTS = ("Facts", "Gaps", "Segments")  # knowledge's bounded_list types, by name
 
 
 def any_signature(prompt: str) -> dict:
@@ -28,7 +29,7 @@ def any_signature(prompt: str) -> dict:
     for name, kind in FIELD.findall(outputs):
         if "Literal" in kind:
             reply[name] = "answer" if "'answer'" in kind else re.findall(r"'(\w+)'", kind)[0]
-        elif kind.startswith("list"):
+        elif kind.startswith("list") or kind in BOUNDED_LISTS:
             reply[name] = "[]" if name in ("delete_ids", "still_required") else '["Paris (P1)"]'
         elif kind == "bool":
             reply[name] = "True"
