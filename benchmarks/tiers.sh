@@ -30,43 +30,40 @@ decisive_basic() {
     --model embedded-1.5b --run-dir "$R/decisive-hotpotqa-1.5b"
 }
 
+compiled_bench() {
+  # compiled_bench PROGRAM NAME LIMIT RUN [compile options...]: compile PROGRAM into the
+  # artifact $R/artifacts/NAME unless it exists (committed artifacts are reused), then bench it
+  # on the first LIMIT dev questions into $R/RUN, beside the uncompiled rows
+  local program="$1" artifact="$R/artifacts/$2" limit="$3" run="$R/$4"
+  shift 4
+  if [ ! -f "$artifact/program.json" ]; then
+    $NETCAST compile --program "$program" "$@" --out "$artifact"
+  fi
+  $NETCAST bench --programs "$program" --compiled "$artifact" --datasets hotpotqa-sample \
+    --limit "$limit" --run-dir "$run"
+}
+
 decisive_compiled() {
   # basic compiled on the 0.5B model (BootstrapFewShot on the 100 train questions: it selects
-  # nothing on dev, so the benchmark's dev questions stay unseen), then benched beside basic on
-  # the same 150 questions. The artifact is committed; an existing one is reused.
-  local artifact="$R/artifacts/basic-compiled-0.5b"
-  if [ ! -f "$artifact/program.json" ]; then
-    $NETCAST compile --program basic --train-limit 100 --dev-limit 10 --optimizer bootstrap \
-      --out "$artifact"
-  fi
-  $NETCAST bench --programs basic --compiled "$artifact" --datasets hotpotqa-sample \
-    --limit 150 --run-dir "$R/decisive-hotpotqa-0.5b"
+  # nothing on dev, so the benchmark's dev questions stay unseen), on the same 150 questions
+  compiled_bench basic basic-compiled-0.5b 150 decisive-hotpotqa-0.5b \
+    --train-limit 100 --dev-limit 10 --optimizer bootstrap
 }
 
 compiled_iterative() {
   # iterative compiled (BootstrapFewShot on the train split, the 1.5B model as teacher: its
-  # successful traces become the 0.5B student's demonstrations), benched beside the uncompiled
-  # indicative rows on the same 40 questions
-  local artifact="$R/artifacts/iterative-compiled-0.5b"
-  if [ ! -f "$artifact/program.json" ]; then
-    $NETCAST compile --program iterative --train-limit 100 --dev-limit 5 --optimizer bootstrap \
-      --teacher-model embedded-1.5b --out "$artifact"
-  fi
-  $NETCAST bench --programs iterative --compiled "$artifact" --datasets hotpotqa-sample \
-    --limit 40 --run-dir "$R/indicative-hotpotqa-0.5b"
+  # successful traces become the 0.5B student's demonstrations), on the indicative 40
+  compiled_bench iterative iterative-compiled-0.5b 40 indicative-hotpotqa-0.5b \
+    --train-limit 100 --dev-limit 5 --optimizer bootstrap --teacher-model embedded-1.5b
 }
 
 decisive_mipro() {
   # basic compiled with MIPROv2 (auto="light": instruction and demo-set candidates proposed and
   # bootstrapped by the 1.5B teacher, 10 trials), selected on the last 16 of the first 20 train
-  # questions (--select-on train), so the 150 dev questions stay unseen; benched beside basic.
-  local artifact="$R/artifacts/basic-mipro-0.5b"
-  if [ ! -f "$artifact/program.json" ]; then
-    $NETCAST compile --program basic --optimizer mipro --select-on train --train-limit 20 \
-      --dev-limit 10 --teacher-model embedded-1.5b --out "$artifact"
-  fi
-  $NETCAST bench --programs basic --compiled "$artifact" --datasets hotpotqa-sample \
-    --limit 150 --run-dir "$R/decisive-hotpotqa-0.5b"
+  # questions (--select-on train), so the 150 dev questions stay unseen
+  compiled_bench basic basic-mipro-0.5b 150 decisive-hotpotqa-0.5b \
+    --optimizer mipro --select-on train --train-limit 20 --dev-limit 10 \
+    --teacher-model embedded-1.5b
 }
 
 decisive_agents() {
@@ -85,16 +82,11 @@ decisive_best_15b() {
 }
 
 decisive_compiled_best() {
-  # one_shot compiled with basic's recipe (BootstrapFewShot on the 100 train questions, the
-  # 0.5B model its own teacher, at most 2 demonstrations: each holds its whole ~2.3k-token
-  # context, and 3 such contexts fit the 8,192-token window), benched on the 150 questions
-  local artifact="$R/artifacts/one_shot-compiled-0.5b"
-  if [ ! -f "$artifact/program.json" ]; then
-    $NETCAST compile --program one_shot --train-limit 100 --dev-limit 10 --optimizer bootstrap \
-      --out "$artifact"
-  fi
-  $NETCAST bench --programs one_shot --compiled "$artifact" --datasets hotpotqa-sample \
-    --limit 150 --run-dir "$R/decisive-hotpotqa-0.5b"
+  # one_shot compiled with basic's recipe (the 0.5B model its own teacher, at most 2
+  # demonstrations: each holds its whole ~2.3k-token context, and 3 such contexts fit the
+  # 8,192-token window), on the same 150 questions
+  compiled_bench one_shot one_shot-compiled-0.5b 150 decisive-hotpotqa-0.5b \
+    --train-limit 100 --dev-limit 10 --optimizer bootstrap
 }
 
 variants() {
