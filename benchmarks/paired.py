@@ -36,11 +36,7 @@ def main() -> None:
     ids = [i for i in a if i in b]
     if not ids:
         raise SystemExit(f"{args.a} and {args.b} share no question ids")
-    test = paired(
-        Results("", "B", list(b.values())), Results("", "A", list(a.values())), args.measure
-    )
-    mean_a = sum(a[i]["scores"][args.measure] for i in ids) / len(ids)
-    mean_b = sum(b[i]["scores"][args.measure] for i in ids) / len(ids)
+    test, mean_a, mean_b = compare(a, b, ids, args.measure)
     mean, low, high = test["diff"]
     print(f"n = {test['n']} shared questions")
     print(f"{args.measure}: A {mean_a:.3f}, B {mean_b:.3f}")
@@ -50,6 +46,17 @@ def main() -> None:
         print(f"{name} seconds/question: {seconds:.1f}")
     if args.by_context:
         by_context(a, b, ids, args.measure)
+
+
+def compare(a: dict, b: dict, ids: list[str], measure: str) -> tuple[dict, float, float]:
+    """``netcast report``'s paired test of B against A on the questions ``ids``, and the mean
+    of ``measure`` in A and in B over them."""
+    test = paired(
+        Results("", "B", [b[i] for i in ids]), Results("", "A", [a[i] for i in ids]), measure
+    )
+    mean_a = sum(a[i]["scores"][measure] for i in ids) / len(ids)
+    mean_b = sum(b[i]["scores"][measure] for i in ids) / len(ids)
+    return test, mean_a, mean_b
 
 
 def by_context(a: dict, b: dict, ids: list[str], measure: str) -> None:
@@ -71,14 +78,8 @@ def by_context(a: dict, b: dict, ids: list[str], measure: str) -> None:
         if not group:
             print(f"| {name} | 0 | - | - | - | - |")
             continue
-        test = paired(
-            Results("", "B", [b[i] for i in group]),
-            Results("", "A", [a[i] for i in group]),
-            measure,
-        )
+        test, mean_a, mean_b = compare(a, b, group, measure)
         mean, low, high = test["diff"]
-        mean_a = sum(a[i]["scores"][measure] for i in group) / len(group)
-        mean_b = sum(b[i]["scores"][measure] for i in group) / len(group)
         print(
             f"| {name} | {len(group)} | {mean_a:.3f} | {mean_b:.3f} | "
             f"{mean:+.3f} [{low:+.3f}, {high:+.3f}] | {test['p']:.3f} |"
