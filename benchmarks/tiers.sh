@@ -102,6 +102,11 @@ variants() {
   # without the agent's notes (its reasoning at each turn), the paper's setting being with them
   $NETCAST bench --programs combined --variant combined:notes=false --datasets hotpotqa-sample \
     --limit 40 --run-dir "$R/indicative-hotpotqa-0.5b"
+  # search_r1 with the contextualization memory written by a stronger auxiliary model (the
+  # 1.5B; the paper's is GPT-4.1-mini for a 7B agent): Test-Time Strategies' Table 1 comparison
+  $NETCAST bench --programs search_r1 \
+    --variant search_r1:contextualize=true,aux_model=embedded-1.5b \
+    --datasets hotpotqa-sample --limit 40 --run-dir "$R/indicative-hotpotqa-0.5b"
 }
 
 musique() {
