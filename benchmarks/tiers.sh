@@ -92,9 +92,13 @@ decisive_compiled_best() {
 
 decisive_compiled_knowledge() {
   # knowledge compiled with basic's recipe (the 0.5B model its own teacher, at most 2
-  # demonstrations per predictor: plan, extract, filter and generate), on the same 150 questions
-  compiled_bench knowledge knowledge-compiled-0.5b 150 decisive-hotpotqa-0.5b \
-    --train-limit 100 --dev-limit 10 --optimizer bootstrap
+  # demonstrations per predictor: plan, extract, filter and generate), on the same 150
+  # questions. A filter demonstration of a second step holds the refined context and 10
+  # passages (~2.9k tokens): two of them and the call's own ~2.3k can pass the 8,192-token
+  # window, so the compiled program runs with a 16,384-token one (the model supports 32k;
+  # knowledge's decisions do not depend on the window, only whether a prompt fits)
+  NETCAST_N_CTX=16384 compiled_bench knowledge knowledge-compiled-0.5b 150 \
+    decisive-hotpotqa-0.5b --train-limit 100 --dev-limit 10 --optimizer bootstrap
 }
 
 variants() {
