@@ -18,18 +18,23 @@ DOCS = [
     Document("berlin", "Berlin", "Berlin is the capital of Germany."),
 ]
 FIELD = re.compile(r"\d+\. `(\w+)` \(([^)]*)\)")
-BOUNDED_LISTS = ("Facts", "Gaps", "Segments")  # knowledge's bounded_list types, by name
+# a list type under another name (``bounded_list``) shows its JSON schema in the prompt
+ARRAY = re.compile(
+    r"\{(\w+)\}\s+# note: the value you produce must adhere to the JSON schema: "
+    r'\{"type": "array"'
+)
 
 
 def any_signature(prompt: str) -> dict:
     """A scripted model for any Signature: reads the output fields and their types from the
     prompt (DSPy's ChatAdapter lists them) and gives each a plausible value."""
     outputs = prompt.split("Your output fields are:", 1)[1].split("All interactions", 1)[0]
+    arrays = set(ARRAY.findall(prompt))
     reply = {}
     for name, kind in FIELD.findall(outputs):
         if "Literal" in kind:
             reply[name] = "answer" if "'answer'" in kind else re.findall(r"'(\w+)'", kind)[0]
-        elif kind.startswith("list") or kind in BOUNDED_LISTS:
+        elif kind.startswith("list") or name in arrays:
             reply[name] = "[]" if name in ("delete_ids", "still_required") else '["Paris (P1)"]'
         elif kind == "bool":
             reply[name] = "True"
