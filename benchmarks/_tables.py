@@ -1,7 +1,8 @@
 """Run several program configurations on the same questions (resumable run directories under
-runs/bench/) and print the paper-style quality and cost table; ask an LLM judge about the saved
-answers (binary LLM Match or a 0-100 score, ``netcast.signatures.judge``); group rows by the
-records' difficulty level."""
+benchmarks/results/paper-tables/, committed like the tiers' rows so another session or
+machine continues where one stopped) and print the paper-style quality and cost table; ask an
+LLM judge about the saved answers (binary LLM Match or a 0-100 score,
+``netcast.signatures.judge``); group rows by the records' difficulty level."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ from netcast.files import slug
 from netcast.models import embedded_name
 from netcast.optimize import EvalResult, evaluate
 
+# relative to the working directory, the repository root in every command shown
+RESULTS = Path("benchmarks/results/paper-tables")
+
 
 def run_dir(name: str, label: str, lm: dspy.BaseLM) -> Path:
-    """``runs/bench/<name>/<label>``; another model than the default embedded one runs into
-    ``runs/bench/<name>-<model>/<label>`` (a run directory holds one model's run)."""
+    """``RESULTS/<name>/<label>``; another model than the default embedded one runs into
+    ``RESULTS/<name>-<model>/<label>`` (a run directory holds one model's run)."""
     model = embedded_name(lm) or lm.model
     group = name if model == "embedded" else f"{name}-{slug(model).lower()}"
-    return Path("runs/bench") / group / slug(label).lower()
+    return RESULTS / group / slug(label).lower()
 
 
 def run_configs(

@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
         if missing:
             print(
                 f"{missing} saved rows have no retrieved text (an older run): left out of the "
-                "retrieval columns; delete their run directories under runs/bench to redo them\n"
+                "retrieval columns; delete their run directories under "
+                "benchmarks/results/paper-tables to redo them\n"
             )
 
 
