@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated
+from typing import Any
 
-from pydantic import WithJsonSchema
-from typing_extensions import TypeAliasType
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic_core import core_schema
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
@@ -55,12 +55,27 @@ def _json_items(text: str) -> list[str] | None:
     return [str(v) for v in value if isinstance(v, (str, int, float))]
 
 
-def bounded_list(name: str, items: int) -> TypeAliasType:
+def bounded_list(name: str, items: int) -> type:
     """A ``list[str]`` output type whose JSON schema allows at most ``items`` items. A
     constrained engine decodes under that schema (xgrammar enforces ``maxItems``), so a small
     model that would add items until its token limit cuts the reply (invalid JSON: a parse
     failure) closes the list instead. Only the schema carries the bound: an unconstrained
-    model's longer list still parses. Items are not bounded in length: xgrammar's
-    ``maxLength`` strings admit no escapes, so an item could not hold a quotation mark."""
+    model's longer list still parses (as a plain ``list``). Items are not bounded in length:
+    xgrammar's ``maxLength`` strings admit no escapes, so an item could not hold a quotation
+    mark. A class named ``name`` (the prompt shows the name): DSPy rebuilds signatures from
+    their field types when it loads a saved program or sets instructions, and accepts only
+    types there (a ``TypeAliasType`` made those fail)."""
     schema = {"type": "array", "items": {"type": "string"}, "maxItems": items}
-    return TypeAliasType(name, Annotated[list[str], WithJsonSchema(schema)])
+
+    def core(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return handler.generate_schema(list[str])
+
+    def json_schema(cls, core: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict:
+        return dict(schema)
+
+    hooks = {
+        "__get_pydantic_core_schema__": classmethod(core),
+        "__get_pydantic_json_schema__": classmethod(json_schema),
+        "__module__": __name__,
+    }
+    return type(name, (list,), hooks)

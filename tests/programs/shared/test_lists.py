@@ -63,3 +63,26 @@ def test_a_bounded_list_bounds_only_the_schema():
     assert schema == {"type": "array", "items": {"type": "string"}, "maxItems": 3}
     # what an unconstrained model writes past the bound still parses
     assert TypeAdapter(facts).validate_python(["a", "b", "c", "d"]) == ["a", "b", "c", "d"]
+
+
+def test_a_signature_with_a_bounded_list_survives_save_load_and_new_instructions():
+    # DSPy rebuilds a signature from its field types when it loads a saved Predict and when an
+    # optimizer sets instructions; it refused the earlier TypeAliasType (knowledge's compiled
+    # artifact could not be loaded back)
+    import dspy
+
+    from netcast.programs.shared.lists import bounded_list
+
+    class Note(dspy.Signature):
+        """Write notes."""
+
+        question: str = dspy.InputField()
+        notes: bounded_list("Notes", 2) = dspy.OutputField()
+
+    saved = dspy.Predict(Note)
+    saved.demos = [dspy.Example(question="q", notes=["a"])]
+    loaded = dspy.Predict(Note)
+    loaded.load_state(saved.dump_state())
+    assert loaded.demos[0]["notes"] == ["a"]
+    assert Note.with_instructions("Write two notes.").instructions == "Write two notes."
+    assert loaded.signature.output_fields["notes"].annotation.__name__ == "Notes"
