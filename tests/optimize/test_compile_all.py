@@ -7,6 +7,7 @@ import re
 import pytest
 
 from helpers import WordCounter
+from netcast.artifacts import load_program_state
 from netcast.corpus import Corpus, Document
 from netcast.optimize.compile import compile_program, demo_report
 from netcast.programs import PROGRAMS
@@ -59,7 +60,7 @@ KNOBS = {"iterkey": {"validation": "text"}}  # forced decoding needs next-token 
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_every_strategy_compiles_with_demos_for_the_steps_that_ran(scripted_lm, name):
+def test_every_strategy_compiles_with_demos_for_the_steps_that_ran(scripted_lm, tmp_path, name):
     scripted_lm(any_signature)
     retriever = BM25Retriever(Corpus.from_documents(DOCS, WordCounter()))
     program = PROGRAMS[name](retriever, **KNOBS.get(name, {}))
@@ -76,3 +77,10 @@ def test_every_strategy_compiles_with_demos_for_the_steps_that_ran(scripted_lm, 
     for step in ran:
         assert report[step]["bootstrapped"] >= 1, (step, report)
     assert compiled(question="Capital of France?").answer == "Paris"
+    # the compiled state loads back into a fresh program: DSPy rebuilds each signature from its
+    # field types (a type DSPy refuses fails here), and every demonstration comes back
+    compiled.save(str(tmp_path / "program.json"))
+    fresh = PROGRAMS[name](retriever, **KNOBS.get(name, {}))
+    load_program_state(fresh, tmp_path, allow_pickle=False)
+    assert demo_report(fresh) == report
+    assert fresh(question="Capital of France?").answer == "Paris"
