@@ -84,8 +84,9 @@ def load(
 ):
     """A ready compiled program from an artifact directory: knobs and prompts restored, index
     re-opened (content hash checked), and the program bound to its model (``program.set_lm``):
-    the recipe's model unless ``model`` (a model name or a ``dspy.BaseLM``) overrides it.
-    DSPy's global settings are left alone, so two loaded programs keep their own models."""
+    the recipe's model, with the LM settings it was compiled with (an embedded model's context
+    window), unless ``model`` (a model name or a ``dspy.BaseLM``) overrides it. DSPy's global
+    settings are left alone, so two loaded programs keep their own models."""
     import dspy
 
     from netcast.artifacts import load_program_state, read_artifact
@@ -95,8 +96,10 @@ def load(
         lm = model
     else:
         spec = recipe["model"]
-        name = model if model is not None else spec.get("name")
-        lm = make_lm(model_name(name), **(spec.get("lm_kwargs") or {}))
+        if model is None or model_name(model) == model_name(spec.get("name")):
+            lm = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
+        else:  # another model: the recipe's settings were for its own
+            lm = make_lm(model_name(model))
     retriever = retriever or retriever_from_recipe(recipe["retriever"])
     program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
     load_program_state(program, Path(directory), allow_pickle)

@@ -165,6 +165,17 @@ def make_recipe(
     }
 
 
+def recorded_lm_kwargs(recipe: dict[str, Any], lm: Any) -> dict[str, Any]:
+    """The recipe's LM settings plus the context window of an engine that states one (an
+    embedded model's ``n_ctx``): demonstrations that fit the window they were compiled in may
+    not fit a smaller one, so a loaded artifact runs with the window it was compiled with."""
+    kwargs = dict(recipe["model"].get("lm_kwargs") or {})
+    n_ctx = getattr(getattr(lm, "engine", None), "n_ctx", None)
+    if isinstance(n_ctx, int):
+        kwargs["n_ctx"] = n_ctx
+    return kwargs
+
+
 def recipe_lm(recipe: dict[str, Any]) -> dspy.BaseLM:
     """The LM a recipe names."""
     spec = recipe["model"]
@@ -227,7 +238,11 @@ def compile_recipe(
         **recipe,
         "knobs": program.knobs,
         "retriever": retriever_recipe(retriever, train),
-        "model": {**recipe["model"], "resolved": lm.model},
+        "model": {
+            **recipe["model"],
+            "resolved": lm.model,
+            "lm_kwargs": recorded_lm_kwargs(recipe, lm),
+        },
     }
     demos = demo_report(compiled)
     scores = {"before": before, "after": after, "compile_seconds": seconds, "demos": demos}

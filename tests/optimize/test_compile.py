@@ -104,6 +104,33 @@ def test_compile_save_load_in_a_fresh_process_gives_identical_predictions(
     assert json.loads(out.stdout.strip().splitlines()[-1]) == here
 
 
+def test_the_compiled_window_is_recorded_and_a_loaded_artifact_runs_with_it(
+    scripted_lm, qa_file, tmp_path, monkeypatch
+):
+    lm, engine = scripted_lm(answer)
+    engine.n_ctx = 16384  # an engine that states its context window, as the embedded one does
+    result = compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm, progress=False)
+    recipe, _, _ = read_artifact(result.artifact)
+    assert recipe["model"]["lm_kwargs"] == {"n_ctx": 16384}
+
+    made = []
+
+    def make_lm(name, **kwargs):
+        made.append((name, kwargs))
+        return lm
+
+    monkeypatch.setattr("netcast.session.make_lm", make_lm)
+    load(result.artifact)  # the recipe's model, in the window it was compiled in
+    load(result.artifact, model="scripted/other")  # another model: not the recipe's settings
+    assert made == [("scripted/fake", {"n_ctx": 16384}), ("scripted/other", {})]
+
+
+def test_an_engine_that_states_no_window_records_no_lm_settings(scripted_lm, qa_file, tmp_path):
+    lm, _ = scripted_lm(answer)
+    result = compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm, progress=False)
+    assert read_artifact(result.artifact)[0]["model"]["lm_kwargs"] == {}
+
+
 def test_uncompiled_program_has_no_demos(scripted_lm, bm25):
     scripted_lm(answer)
     assert "(0 demos)" in BasicRAG(bm25)(question="Paris capital?").answer
