@@ -444,6 +444,7 @@ def run_tuning(
         seed=seed,
     )
     recipe["retriever"] = retriever_recipe(index, train)
+    recipe["model"]["lm_kwargs"] = recorded_lm_kwargs(recipe, lm)
     recipe["compiled"] = compile_each
     recipe["tuning"] = {
         "study": name,

@@ -12,7 +12,7 @@ from helpers import ScriptedEngine, last_question
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.errors import InputError
 from netcast.optimize.compile import compile_program, make_optimizer
-from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
+from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, run_tuning
 from netcast.programs import BasicRAG
 from netcast.session import load
 
@@ -123,6 +123,23 @@ def test_the_compiled_window_is_recorded_and_a_loaded_artifact_runs_with_it(
     load(result.artifact)  # the recipe's model, in the window it was compiled in
     load(result.artifact, model="scripted/other")  # another model: not the recipe's settings
     assert made == [("scripted/fake", {"n_ctx": 16384}), ("scripted/other", {})]
+
+
+def test_a_tuned_artifact_records_the_window_too(scripted_lm, qa_file, tmp_path):
+    lm, engine = scripted_lm(answer)
+    engine.n_ctx = 16384
+    run_tuning(
+        "basic",
+        qa_file,
+        lm,
+        trials=1,
+        objectives="f1",
+        train_limit=6,
+        dev_limit=4,
+        storage=f"sqlite:///{tmp_path / 'tune.db'}",
+        out=tmp_path / "tuned",
+    )
+    assert read_artifact(tmp_path / "tuned")[0]["model"]["lm_kwargs"] == {"n_ctx": 16384}
 
 
 def test_an_engine_that_states_no_window_records_no_lm_settings(scripted_lm, qa_file, tmp_path):
