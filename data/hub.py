@@ -24,19 +24,23 @@ def _titled_context(context: Any) -> list[tuple[str, list[str]]]:
     return [(title, sents) for title, sents in context]
 
 
-def _support_titles(facts: Any) -> set[str]:
+def _support_facts(facts: Any) -> list[list]:
+    """``[[title, sentence index], ...]`` from the hub's ``{"title": [...], "sent_id": [...]}``
+    or the original list of pairs."""
     if isinstance(facts, Mapping):
-        return set(facts["title"])
-    return {title for title, _ in facts}
+        return [[t, int(i)] for t, i in zip(facts["title"], facts["sent_id"], strict=True)]
+    return [[title, int(i)] for title, i in facts]
 
 
 def hotpot_style_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """HotpotQA (distractor) and 2WikiMultihopQA rows."""
-    gold = _support_titles(row["supporting_facts"])
+    facts = _support_facts(row["supporting_facts"])
+    gold = {title for title, _ in facts}
     return {
         "id": row.get("id", row.get("_id")),
         "question": row["question"],
         "answers": [row["answer"]],
+        "supporting_facts": facts,  # the annotation teacher's supporting sentences
         "paragraphs": [
             {"title": title, "text": _join(sents), "is_supporting": title in gold}
             for title, sents in _titled_context(row["context"])
@@ -49,6 +53,7 @@ def musique_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "id": row["id"],
         "question": row["question"],
         "answers": [row["answer"], *row.get("answer_aliases", [])],
+        "question_decomposition": list(row.get("question_decomposition") or []),
         "paragraphs": [
             {"title": p["title"], "text": p["paragraph_text"], "is_supporting": p["is_supporting"]}
             for p in row["paragraphs"]

@@ -57,18 +57,47 @@ def check_record(record: Any, where: str) -> dict[str, Any]:
     return dict(record)
 
 
-def to_example(record: Mapping[str, Any]) -> dspy.Example:
-    gold = [
-        doc_id_for(p.get("title", ""), p["text"])
-        for p in record.get("paragraphs", [])
-        if p.get("is_supporting")
+def gold_passages(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record's supporting paragraphs as ``{"id", "title", "text", "facts"}``, ``facts``
+    being the indices of their supporting sentences where the record names them (HotpotQA's
+    ``supporting_facts``: ``[title, sentence index]`` pairs), else ``[]``."""
+    facts: dict[str, list[int]] = {}
+    for fact in record.get("supporting_facts") or []:
+        if isinstance(fact, (list, tuple)) and len(fact) == 2 and isinstance(fact[1], int):
+            facts.setdefault(str(fact[0]), []).append(fact[1])
+    found = {}
+    for p in record.get("paragraphs", []):
+        if p.get("is_supporting"):
+            title = p.get("title", "")
+            doc_id = doc_id_for(title, p["text"])
+            found.setdefault(
+                doc_id,
+                {"id": doc_id, "title": title, "text": p["text"], "facts": facts.get(title, [])},
+            )
+    return list(found.values())
+
+
+def decomposition(record: Mapping[str, Any]) -> list[dict[str, str]]:
+    """MuSiQue's ``question_decomposition`` as ``[{"question", "answer"}]`` (one per hop; a
+    later hop may name an earlier one's answer as ``#1``), else ``[]``."""
+    hops = record.get("question_decomposition") or []
+    return [
+        {"question": str(h["question"]), "answer": str(h.get("answer", ""))}
+        for h in hops
+        if isinstance(h, Mapping) and h.get("question")
     ]
+
+
+def to_example(record: Mapping[str, Any]) -> dspy.Example:
+    evidence = gold_passages(record)
     return dspy.Example(
         id=str(record["id"]),
         question=record["question"],
         answers=list(record["answers"]),
         answer=record["answers"][0] if record["answers"] else "",  # for labeled demos
-        gold_ids=list(dict.fromkeys(gold)),
+        gold_ids=[p["id"] for p in evidence],
+        gold_passages=evidence,
+        hops=decomposition(record),
     ).with_inputs("question")
 
 

@@ -16,6 +16,17 @@ SAMPLES: dict[str, dict[str, list[str]]] = {
     # split -> files; the corpus pools the paragraphs of every file of the sample.
     "hotpotqa-sample": {"train": ["hotpotqa_train100.jsonl"], "dev": ["hotpotqa_dev300.jsonl"]},
     "musique-sample": {"all": ["musique_train100.jsonl"]},
+    # hotpotqa-sample's questions over every bundled paragraph (HotpotQA train and dev, MuSiQue:
+    # ~5.9k passages, twice hotpotqa-sample's pool), so retrieval is tested harder
+    "hotpotqa-wide": {"train": ["hotpotqa_train100.jsonl"], "dev": ["hotpotqa_dev300.jsonl"]},
+}
+# Samples whose corpus pools other files than their questions' (default: their own files)
+SAMPLE_CORPORA: dict[str, list[str]] = {
+    "hotpotqa-wide": [
+        "hotpotqa_train100.jsonl",
+        "hotpotqa_dev300.jsonl",
+        "musique_train100.jsonl",
+    ],
 }
 SPLITS = ("train", "dev", "all")
 DEV_PERCENT = 50
@@ -76,9 +87,8 @@ def load_corpus(name: str, corpus: str | Path | None = None) -> tuple[str, list[
     if corpus is not None:
         return f"file:{Path(corpus).name}", load_documents(corpus)
     if name in SAMPLES:
-        records = [
-            r for fs in SAMPLES[name].values() for f in fs for r in read_records(sample_path(f))
-        ]
+        files = SAMPLE_CORPORA.get(name) or [f for fs in SAMPLES[name].values() for f in fs]
+        records = [r for f in files for r in read_records(sample_path(f))]
     elif name in HUB_SOURCES:
         records = [r for s in HUB_SOURCES[name].splits for r in load_hub_records(name, s)]
     elif _is_local(name):

@@ -163,3 +163,27 @@ def test_a_directory_is_refused_as_a_dataset(tmp_path):
     with pytest.raises(InputError) as err:
         load_dataset(str(tmp_path), "all")
     assert "is a directory" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_hotpotqa_wide_asks_the_sample_questions_over_every_bundled_paragraph():
+    wide = load_dataset("hotpotqa-wide", "dev", limit=5)
+    sample = load_dataset("hotpotqa-sample", "dev", limit=5)
+    musique = load_dataset("musique-sample", "all")
+    assert [e.id for e in wide.examples] == [e.id for e in sample.examples]
+    ids = {d.id for d in wide.documents}
+    assert {d.id for d in sample.documents} <= ids and {d.id for d in musique.documents} <= ids
+    assert len(ids) == len(wide.documents) > 5000
+
+
+def test_examples_carry_their_annotations():
+    hotpot = load_dataset("hotpotqa-sample", "train", limit=1).examples[0]
+    assert hotpot.question == "If Gallu is a demon Lilu is what?"
+    assert [p["title"] for p in hotpot.gold_passages] == ["Lilu (mythology)", "Alû"]
+    assert hotpot.gold_ids == [p["id"] for p in hotpot.gold_passages]
+    facts = {p["title"]: p["facts"] for p in hotpot.gold_passages}
+    assert facts == {"Alû": [3], "Lilu (mythology)": [0]}  # supporting_facts sentence indices
+    hops = load_dataset("musique-sample", "all", limit=1).examples[0].hops
+    assert hops[0] == {
+        "question": "What company published Journal of Psychotherapy Integration?",
+        "answer": "American Psychological Association",
+    }
