@@ -16,6 +16,7 @@ from netcast.files import short_hash, slug
 from netcast.models import decoding_info, token_counter
 from netcast.models.factory import preflight
 from netcast.optimize.evaluate import EvalResult, evaluate
+from netcast.optimize.reference import reference_name, reference_readers
 from netcast.optimize.report import bench_commands, write_report
 from netcast.programs import get_program, program_names
 from netcast.programs.knobs import parse_pairs, validate
@@ -74,6 +75,7 @@ def run_bench(
     retriever: str = "bm25",
     compiled: Sequence[str | Path] = (),
     variants: Sequence[str] = (),
+    references: Sequence[str] = (),
     threads: int = 1,
     progress: bool = True,
     max_errors: int = 3,
@@ -85,6 +87,7 @@ def run_bench(
     knobs, each compared in the report with its program as shipped. Returns the run directory
     and the results."""
     changed = [parse_variant(v) for v in variants]
+    references = [reference_name(r) for r in references]  # refused before anything runs
     meta = {
         **(info or {}),
         "model": lm.model,
@@ -96,6 +99,7 @@ def run_bench(
         "datasets": list(datasets),
         "compiled": [str(c) for c in compiled],
         **({"variants": list(variants)} if variants else {}),
+        **({"references": list(references)} if references else {}),
     }
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
     preflight(lm)  # a missing key or an unknown model stops here, before any question
@@ -109,6 +113,7 @@ def run_bench(
         entries = [(name, build_program(name, index, lm=lm)) for name in programs]
         entries += [(label, build_program(p, index, k, lm=lm)) for label, p, k in changed]
         entries += [(Path(c).name, load(c, model=lm, retriever=index)) for c in compiled]
+        entries += reference_readers(references, data.examples, dataset, lm=lm)
         folder = slug(Path(dataset).stem if dataset.endswith(".jsonl") else dataset)
         for name, program in entries:
             if progress:

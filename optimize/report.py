@@ -21,6 +21,7 @@ import numpy as np
 from netcast.errors import InputError
 from netcast.optimize.evaluate import step_totals
 from netcast.optimize.metrics import BY_NAME, COST, QUALITY
+from netcast.optimize.reference import GOLD, REFERENCES
 from netcast.pareto import pareto_indices
 
 BASELINE = "basic"
@@ -172,8 +173,28 @@ def summary_rows(results: Sequence[Results], quality: str = "f1", seed: int = 0)
         if source is not None and source is not res:
             test = paired(res, source, quality, seed)
             row["p_vs_uncompiled"], row["diff_vs_uncompiled"] = test["p"], test["diff"]
+        row["reference"] = res.program in REFERENCES
         rows.append(row)
+    add_gap_closed(rows, quality)
     return rows
+
+
+def add_gap_closed(rows: Sequence[dict], quality: str = "f1") -> None:
+    """Each row's share of the gap between ``basic`` and the gold-passage reference with the
+    same run, dataset and model closed: ``(Q - basic) / (gold - basic)`` (None without both
+    rows, or when gold does not beat basic)."""
+    means = {(r["dataset"], r["model"], r["program"]): r[quality][0] for r in rows}
+    for row in rows:
+        key = (row["dataset"], row["model"])
+        base, gold = means.get((*key, BASELINE)), means.get((*key, GOLD))
+        mine = row[quality][0]
+        ok = None not in (base, gold, mine) and gold > base
+        row["gap_closed"] = (mine - base) / (gold - base) if ok else None
+
+
+def strategies(rows: Sequence[dict]) -> list[dict]:
+    """The rows of strategies: reference rows (measurement aids) left out."""
+    return [r for r in rows if not r.get("reference")]
 
 
 def cheapest_near_best(rows: Sequence[dict], quality: str = "f1") -> list[dict]:
@@ -215,7 +236,7 @@ def question_diffs(results: Sequence[Results], quality: str = "em") -> list[dict
     baselines = {r.group: r for r in results if r.program == BASELINE}
     for res in results:
         base = baselines.get(res.group)
-        if base is None or base is res:
+        if base is None or base is res or res.program in REFERENCES:
             continue
         theirs = base.by_id()
         for qid, row in res.by_id().items():
@@ -312,6 +333,7 @@ TABLE_COLUMNS = [
     "p (F1 vs basic)",
     "F1 - its program [95% CI]",
     "p (vs its program)",
+    "gap closed",
     *(BY_NAME[m].label for m in COST),
     "parse failures /100 calls",
     "checks passed",
@@ -322,13 +344,14 @@ def table_cells(row: dict) -> list[str]:
     return [
         row["dataset"],
         short_model(row["model"]),
-        row["program"],
+        row["program"] + (" (reference)" if row.get("reference") else ""),
         str(row["n"]),
         *(_fmt_ci(row[m]) for m in QUALITY),
         _fmt_diff(row["diff_vs_basic"]),
         _fmt_p(row["p_vs_basic"]),
         _fmt_diff(row["diff_vs_uncompiled"]),
         _fmt_p(row["p_vs_uncompiled"]),
+        "-" if row.get("gap_closed") is None else f"{100 * row['gap_closed']:.0f}%",
         *(BY_NAME[m].format(row[m]) for m in COST),
         _fmt(row["parse_failures_per_100_calls"], 1),
         "-" if row["acceptance"] is None else f"{100 * row['acceptance']:.0f}%",
@@ -382,7 +405,7 @@ def cost_lines(rows: Sequence[dict], quality: str = "f1") -> list[str]:
         f"question) within {NEAR_BEST:.2f} of it.",
         "",
     ]
-    for found in cheapest_near_best(rows, quality):
+    for found in cheapest_near_best(strategies(rows), quality):
         best, cheapest = found["best"], found["cheapest"]
         lines.append(
             f"- {found['dataset']}, {short_model(found['model'])}: best **{best['program']}** "
@@ -425,7 +448,7 @@ def write_report(
     results = read_results(*dirs)
     run_dir.mkdir(parents=True, exist_ok=True)
     rows = summary_rows(results, quality=quality, seed=seed)
-    png = scatter_png(rows, run_dir / "quality_vs_cost.png", quality=quality)
+    png = scatter_png(strategies(rows), run_dir / "quality_vs_cost.png", quality=quality)
     diffs = question_diffs(results)
     info = {}
     if not sources and (run_dir / "bench.json").exists():
@@ -447,7 +470,10 @@ def write_report(
         "Quality: mean [95% bootstrap CI]; F1 - basic and p: paired difference (95% bootstrap "
         "CI) and sign-flip permutation test of F1 against basic with the same model on the "
         "same questions; F1 - its program: the same for a compiled artifact or a knob variant "
-        "against its program as shipped (uncompiled, default knobs). Cost: means per question.",
+        "against its program as shipped (uncompiled, default knobs). Cost: means per question. "
+        "Reference rows (measurement aids, not strategies): basic's answer step given only the "
+        "question's gold passages (reference-gold) or none (reference-closed); gap closed = "
+        "(F1 - basic) / (reference-gold - basic), same model and questions.",
         "",
         "| " + " | ".join(TABLE_COLUMNS) + " |",
         "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|",
