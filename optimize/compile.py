@@ -12,7 +12,7 @@ from netcast.optimize import metrics
 from netcast.optimize.evaluate import judge_match
 from netcast.optimize.metrics import ANSWER
 
-OPTIMIZERS = ("bootstrap", "bootstrap-rs", "mipro", "simba", "gepa")
+OPTIMIZERS = ("bootstrap", "bootstrap-rs", "mipro", "simba", "gepa", "joint")
 METRICS = ANSWER  # the measures a DSPy optimizer can optimize
 SELECTING = ("bootstrap-rs", "mipro", "gepa")  # optimizers that score candidates on a valset
 SELECT_ON = ("dev", "train")
@@ -62,6 +62,9 @@ def default_settings(name: str) -> dict[str, Any]:
         "mipro": {"auto": "light", **demos},
         "simba": {"max_steps": 4, "num_candidates": 4, "bsize": 8, "max_demos": 2},
         "gepa": {"auto": "light"},
+        # knobs and demonstrations searched together (optimize.joint): model calls to spend
+        # (None: the whole grid) and the share of training questions that scores the trials
+        "joint": {"budget": None, "share": 0.6},
     }[name]
 
 
@@ -75,6 +78,8 @@ def make_optimizer(
 ):
     if name not in OPTIMIZERS:
         raise InputError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if name == "joint":  # it searches knobs too: optimize.joint.joint_compile builds programs
+        raise InputError("the joint optimizer runs through compile_recipe (joint_compile)")
     teacher = {"lm": teacher_lm} if teacher_lm is not None else None
     if name == "bootstrap":
         return dspy.BootstrapFewShot(metric=metric, teacher_settings=teacher, **settings)

@@ -23,11 +23,12 @@ from optuna.trial import TrialState
 
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.data import load_dataset
-from netcast.errors import ModelCallError
+from netcast.errors import InputError, ModelCallError
 from netcast.files import short_hash, slug
 from netcast.models import decoding_info, make_lm, model_name, token_counter
 from netcast.models.factory import preflight
 from netcast.optimize import tune as tuning
+from netcast.optimize.annotations import teach
 from netcast.optimize.compile import (
     compile_program,
     default_settings,
@@ -36,7 +37,10 @@ from netcast.optimize.compile import (
     selection_sets,
 )
 from netcast.optimize.evaluate import EvalResult, evaluate
+from netcast.optimize.joint import joint_compile
 from netcast.session import build_program, load, open_retriever, retriever_recipe
+
+TEACHERS = ("model", "annotations")
 
 
 def endpoint(lm: Any) -> str:
@@ -69,6 +73,8 @@ class CompileResult:
     seconds: float
     reloaded: dict[str, Any] | None = None
     demos: dict[str, dict[str, int]] | None = None  # per predictor: bootstrapped, labeled
+    trials: list[dict[str, Any]] | None = None  # the joint compile's trials
+    knobs: dict[str, Any] | None = None  # the compiled program's knobs
 
 
 def run_evaluation(
@@ -141,7 +147,22 @@ def make_recipe(
     retriever: str = "bm25",
     seed: int = 0,
     select_on: str = "dev",
+    teacher: str = "model",
 ) -> dict[str, Any]:
+    """A compile's recipe. ``teacher`` is where demonstrations come from: ``model`` (the
+    model's, or ``teacher_model``'s, successful traces) or ``annotations`` (the training data's
+    own, ``optimize.annotations``). The ``joint`` optimizer searches the knobs not given in
+    ``knobs`` together with the demonstration sources its settings name."""
+    if teacher not in TEACHERS:
+        raise InputError(f"unknown teacher {teacher!r}; choose one of {', '.join(TEACHERS)}")
+    if teacher == "annotations" and optimizer not in ("bootstrap", "joint"):
+        raise InputError(
+            "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
+            "only) or joint (searched with the knobs)"
+        )
+    if optimizer == "joint":
+        demos = ("none", "annotations") if teacher == "annotations" else ("none", "bootstrap")
+        optimizer_settings = {"demos": list(demos), **(optimizer_settings or {})}
     return {
         "program": program,
         "knobs": knobs,
@@ -161,6 +182,7 @@ def make_recipe(
         "metric": metric,
         "model": {"name": model_name(model), "lm_kwargs": {}},
         "teacher_model": teacher_model,
+        "teacher": teacher,
         "seed": seed,
     }
 
@@ -204,8 +226,9 @@ def compile_recipe(
     data = recipe["dataset"]
     train = load_dataset(data["name"], data["train_split"], data.get("train_limit"))
     dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"))
-    # refused now, not after the dev questions are scored
-    selection_sets(recipe["optimizer"]["name"], train.examples, None, data.get("select_on", "dev"))
+    optimizer = recipe["optimizer"]["name"]
+    if optimizer != "joint":  # refused now, not after the dev questions are scored
+        selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
     retriever = open_retriever(train, kind=recipe["retriever"]["kind"], counter=token_counter(lm))
     program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
     preflight(lm)
@@ -214,22 +237,47 @@ def compile_recipe(
 
     # Every dev question must be scored: a model that fails midway (a server that died) stops
     # the compile before anything is written at ``out``.
+    trials = None
     with dspy.context(lm=lm):
         before = evaluate(program, dev.examples, threads=threads, progress=progress)
         before = _complete(before, lm, "scoring before compiling")
         start = time.perf_counter()
-        compiled = compile_program(
-            program,
-            train.examples,
-            optimizer=recipe["optimizer"]["name"],
-            metric=recipe["metric"],
-            teacher_lm=teacher_lm,
-            valset=dev.examples,
-            select_on=data.get("select_on", "dev"),
-            seed=recipe["seed"],
-            threads=threads,
-            settings=recipe["optimizer"].get("settings"),
-        )
+        if optimizer == "joint":
+            settings = recipe["optimizer"].get("settings") or {}
+            joint = joint_compile(
+                recipe["program"],
+                retriever,
+                train.examples,
+                lm=lm,
+                fixed=recipe["knobs"],
+                demos=settings.get("demos", ("none", "annotations")),
+                budget=settings.get("budget"),
+                metric=recipe["metric"],
+                share=settings.get("share", 0.6),
+                teacher_lm=teacher_lm,
+                seed=recipe["seed"],
+                progress=progress,
+            )
+            compiled, program, trials = joint.program, joint.program, joint.trials
+            recipe = {
+                **recipe,
+                "joint": {"fixed": recipe["knobs"], "chosen_demos": joint.demos, "trials": trials},
+            }
+        elif recipe.get("teacher") == "annotations":
+            compiled = teach(program, train.examples, seed=recipe["seed"])
+        else:
+            compiled = compile_program(
+                program,
+                train.examples,
+                optimizer=optimizer,
+                metric=recipe["metric"],
+                teacher_lm=teacher_lm,
+                valset=dev.examples,
+                select_on=data.get("select_on", "dev"),
+                seed=recipe["seed"],
+                threads=threads,
+                settings=recipe["optimizer"].get("settings"),
+            )
         seconds = time.perf_counter() - start
         after = evaluate(compiled, dev.examples, threads=threads, progress=progress)
         after = _complete(after, lm, "scoring the compiled program")
@@ -259,7 +307,7 @@ def compile_recipe(
                 f"(first, {first_id}: {first})"
             )
         reloaded = scored.aggregate
-    return CompileResult(artifact, before, after, seconds, reloaded, demos)
+    return CompileResult(artifact, before, after, seconds, reloaded, demos, trials, program.knobs)
 
 
 def recompile(
@@ -278,6 +326,9 @@ def recompile(
     scores."""
     recipe, old_scores, _ = read_artifact(source)
     new_recipe = {**recipe, "model": {"name": model_name(model), "lm_kwargs": {}}}
+    if "joint" in recipe:  # the knobs are searched again, from the ones the user fixed
+        new_recipe["knobs"] = recipe["joint"]["fixed"]
+        del new_recipe["joint"]
     if knobs is not None:
         new_recipe["knobs"] = knobs
     if select_on is not None:

@@ -13,6 +13,7 @@ import dspy
 
 from netcast import trace
 from netcast.corpus import format_passage
+from netcast.errors import InputError
 from netcast.models import usage
 from netcast.models.factory import context_window, default_adapter, make_lm
 from netcast.programs import knobs as knobs_mod
@@ -52,6 +53,14 @@ class NetcastProgram(dspy.Module):
     def search_space(cls, trial, lm: Any = None) -> dict[str, Any]:
         """Knob values suggested by an Optuna ``trial`` (ranges sized for ``lm``)."""
         return knobs_mod.search_space(cls.Knobs, trial, context_window(lm))
+
+    def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """Demonstrations for this strategy's steps (by predictor name) read from ``example``'s
+        annotations, for ``netcast compile --teacher annotations`` (``optimize.annotations``).
+        A strategy whose steps can be taught so overrides this; no model is called."""
+        raise InputError(
+            f"{self.name}: no annotation teacher for its steps; compile it with --teacher model"
+        )
 
     def search(self, query: str, k: int, exclude: Collection[str] = ()) -> list[Hit]:
         """Retrieve and record the search in the trace."""

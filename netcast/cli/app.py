@@ -9,7 +9,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from netcast.cli.render import console, err_console, results_table, score_table, study_table
+from netcast.cli.render import (
+    console,
+    err_console,
+    results_table,
+    score_table,
+    study_table,
+    trials_table,
+)
 from netcast.errors import NetcastError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -283,12 +290,27 @@ def compile_cmd(
         ),
     ] = None,
     optimizer: Annotated[
-        str, typer.Option(help="bootstrap | bootstrap-rs | mipro | simba | gepa")
+        str,
+        typer.Option(
+            help="bootstrap | bootstrap-rs | mipro | simba | gepa | joint (knobs not given with "
+            "--set searched together with the demonstrations, on held-out training questions)"
+        ),
     ] = "bootstrap",
     metric: Annotated[str, typer.Option(help="em | f1 | judge")] = "f1",
     model: ModelOpt = None,
+    teacher: Annotated[
+        str,
+        typer.Option(
+            help="model (demonstrations from successful traces) | annotations (from the "
+            "data's gold passages, supporting sentences and sub-questions; no model calls)"
+        ),
+    ] = "model",
     teacher_model: Annotated[
         Optional[str], typer.Option(help="teacher / proposal model (default: --model)")  # noqa: UP045
+    ] = None,
+    budget: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="joint: model calls the trials may spend (default: the whole grid)"),
     ] = None,
     retriever: RetrieverOpt = "bm25",
     knob: KnobOpt = None,
@@ -335,12 +357,14 @@ def compile_cmd(
                 train_limit=train_limit,
                 dev_limit=dev_limit,
                 optimizer=optimizer,
+                optimizer_settings={"budget": budget} if optimizer == "joint" else None,
                 metric=metric,
                 model=model,
                 teacher_model=teacher_model,
                 retriever=retriever,
                 seed=seed,
                 select_on=select_on or "dev",
+                teacher=teacher,
             )
             lm = _lm(model, api_base, retries)
             teacher_lm = _lm(teacher_model, api_base, retries) if teacher_model else None
@@ -354,11 +378,15 @@ def compile_cmd(
             }
     except NetcastError as err:
         _fail(str(err))
+    if result.trials:
+        console.print(trials_table(result.trials))
+        console.print(f"chosen knobs: {result.knobs}", markup=False)
     console.print(score_table(columns))
     for step, counts in (result.demos or {}).items():
         console.print(
             f"demonstrations for {step}: {counts['bootstrapped']} bootstrapped from successful "
             f"traces, {counts['labeled']} labeled from the training set"
+            + (" (its annotations)" if teacher == "annotations" else "")
         )
     console.print(f"compiled in {result.seconds:.1f} s -> {result.artifact}", soft_wrap=True)
 
@@ -467,6 +495,13 @@ def bench(
             "e.g. combined:notes=false; compared with the program as shipped"
         ),
     ] = None,
+    reference: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option(
+            help="a reference row (repeatable): gold (basic's answer step given only the gold "
+            "passages) or closed (no passage); the report shows the share of the gap closed"
+        ),
+    ] = None,
     threads: Annotated[int, typer.Option(help="parallel questions")] = 1,
     run_dir: Annotated[
         Optional[Path], typer.Option(help="default: runs/bench-<settings hash>")  # noqa: UP045
@@ -492,6 +527,7 @@ def bench(
             retriever=retriever,
             compiled=compiled or [],
             variants=variant or [],
+            references=reference or [],
             threads=threads,
             info={"command": " ".join(["netcast", *sys.argv[1:]])},
         )

@@ -86,6 +86,25 @@ def study_table(result) -> Table:
     return table
 
 
+def trials_table(trials: list[dict[str, Any]]) -> Table:
+    """The joint compile's trials: knobs, demonstrations, validation score, cost, state."""
+    table = Table(title=f"joint compile: {len(trials)} trials on held-out training questions")
+    for col in ("trial", "knobs", "demos", "score", "n", "tokens/q", "calls", "state"):
+        table.add_column(col)
+    for t in trials:
+        table.add_row(
+            str(t["trial"]),
+            json.dumps(t["knobs"]),
+            str(t["demos"]),
+            "-" if t["score"] is None else f"{t['score']:.3f}",
+            str(t["n"] or "-"),
+            "-" if t["tokens"] is None else f"{t['tokens']:,.0f}",
+            str(t["calls"] or 0),
+            t["state"],
+        )
+    return table
+
+
 def artifact_table(title: str, recipe: dict[str, Any], meta: dict[str, Any]) -> Table:
     table = Table(title=title, show_header=False)
     table.add_column("field")

@@ -26,6 +26,7 @@ from netcast.programs.one_shot import metadata_filter as chunk_filter
 from netcast.programs.one_shot.cropping import DROP, verified_crop
 from netcast.programs.one_shot.signatures import CropChunk
 from netcast.programs.registry import register
+from netcast.programs.shared import annotations
 from netcast.programs.shared.budget import (
     POOL_FACTOR,
     budget_pool,
@@ -151,6 +152,41 @@ class OneShot(NetcastProgram):
         return dspy.Prediction(
             answer=answer, evidence=[c.chunk.id for c in chosen], context=context
         )
+
+    def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """From the record's annotations: ``answer`` reads the gold answer from the context the
+        budget fills for the question (retrieval only, no crop), gold passages swapped in where
+        retrieval missed them; ``crop_chunk`` keeps a gold passage's supporting sentences and
+        answers NONE for the best-ranked passage that is not gold."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        question = example.question
+        pool, _ = self.candidates(question, self.budget())
+        chosen = fill(pool, self.budget(), self.knobs["selector"], self.knobs["resolution"])
+        found = [(c.chunk.id, format_passage(c.chunk.title, c.text)) for c in chosen]
+        context = annotations.context_with_gold(found, gold, len(found))
+        demos = {
+            "answer": [
+                dspy.Example(context=context, question=question, answer=example.answer).with_inputs(
+                    "context", "question"
+                )
+            ]
+        }
+        crops = []  # one gold passage cropped to its supporting sentences, one other dropped
+        for passage in gold:
+            kept = annotations.supporting_sentences(passage)
+            if kept is not None:
+                crops.append((format_passage(passage["title"], passage["text"]), kept))
+                break
+        other = next((c for c in pool if not annotations.is_gold(c.chunk.id, gold)), None)
+        if other is not None and crops:
+            crops.append((format_passage(other.chunk.title, other.text), "NONE"))
+        demos["crop_chunk"] = [
+            dspy.Example(question=question, passage=p, relevant_sentences=kept).with_inputs(
+                "question", "passage"
+            )
+            for p, kept in crops
+        ]
+        return demos
 
     def filter_pool(
         self,

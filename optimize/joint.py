@@ -1,0 +1,225 @@
+"""Knobs and demonstrations in one compile (``netcast compile --optimizer joint``).
+
+The knobs' declared ranges (sized to the model's window) become a small grid; each grid point
+is paired with each demonstration source (``none``; ``annotations``: the data's own, see
+``optimize.annotations``; ``bootstrap``: the model's successful traces, DSPy's
+BootstrapFewShot). Points are tried once each, the program's defaults without demonstrations
+first, then in a seeded random order, as Optuna trials (enqueued, so no point repeats; pruned
+on the running score against the median; resumable in any Optuna storage) until the grid or the
+budget of model calls is spent. Demonstrations are drawn from the first part of the training
+questions and every trial is scored on the rest (the validation fold), never on dev; the
+retriever is the one the program will search.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+import optuna
+
+from netcast.errors import InputError
+from netcast.models.factory import context_window
+from netcast.optimize.annotations import PER_STEP, teach
+from netcast.optimize.compile import compile_program, hold_out
+from netcast.optimize.evaluate import aggregate, evaluate
+from netcast.programs import get_program
+from netcast.programs import knobs as knobs_mod
+from netcast.programs.shared.budget import budget_range
+from netcast.retrievers import Retriever
+
+DEMO_SOURCES = ("none", "annotations", "bootstrap")
+GRID_POINTS = 6  # values tried per numeric knob whose range holds more
+
+
+def knob_grid(cls: type, lm: Any = None, fixed: dict[str, Any] | None = None) -> dict[str, list]:
+    """Each tunable knob of program class ``cls`` (not in ``fixed``) with the values the joint
+    compile tries: every value of a choice or of an integer range of at most ``GRID_POINTS``
+    values; else ``GRID_POINTS`` spread over the range (log-spaced for a token budget, sized to
+    ``lm``'s window)."""
+    window = context_window(lm)
+    grid = {}
+    for name, f in cls.Knobs.model_fields.items():
+        search = (f.json_schema_extra or {}).get("search")
+        if search is None or name in (fixed or {}):
+            continue
+        if isinstance(search, knobs_mod.Choice):
+            grid[name] = list(search.options)
+        elif isinstance(search, knobs_mod.IntRange):
+            span = search.high - search.low + 1
+            step = max(1, math.ceil(span / GRID_POINTS))
+            grid[name] = list(range(search.low, search.high + 1, step))
+        elif isinstance(search, knobs_mod.FloatRange):
+            width = (search.high - search.low) / (GRID_POINTS - 1)
+            grid[name] = [round(search.low + i * width, 4) for i in range(GRID_POINTS)]
+        elif isinstance(search, knobs_mod.BudgetRange):
+            low, high = budget_range(window)
+            ratio = (high / low) ** (1 / (GRID_POINTS - 1))
+            grid[name] = sorted({round(low * ratio**i) for i in range(GRID_POINTS)})
+    return grid
+
+
+def grid_points(
+    grid: dict[str, list], demos: Sequence[str], defaults: dict[str, Any], seed: int = 0
+) -> list[dict[str, Any]]:
+    """Every (knobs, demos) point once: the defaults without demonstrations first (the row a
+    compile must beat), then the rest in a seeded random order."""
+    names = list(grid)
+    points = [
+        {**dict(zip(names, values, strict=True)), "demos": source}
+        for values in itertools.product(*(grid[n] for n in names))
+        for source in demos
+    ]
+    random.Random(seed).shuffle(points)
+    first = {**{n: defaults[n] for n in names}, "demos": demos[0]}
+    if first in points:
+        points.remove(first)
+    return [first, *points]
+
+
+@dataclass
+class JointResult:
+    knobs: dict[str, Any]
+    demos: str
+    program: dspy.Module
+    study: optuna.Study
+    trials: list[dict[str, Any]] = field(default_factory=list)
+
+
+def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
+    """Each trial of the study: its knobs, demonstration source, validation score, tokens and
+    model calls per question, questions scored, state."""
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        agg = t.user_attrs.get("aggregate") or {}
+        rows.append(
+            {
+                "trial": t.number,
+                "knobs": t.user_attrs.get("knobs", {}),
+                "demos": t.params.get("demos"),
+                "score": t.value if t.values else t.user_attrs.get("partial"),
+                "tokens": agg.get("tokens"),
+                "calls": t.user_attrs.get("calls"),
+                "n": agg.get("n"),
+                "state": t.state.name.lower(),
+            }
+        )
+    return rows
+
+
+def joint_compile(
+    program_name: str,
+    retriever: Retriever,
+    trainset: Sequence[dspy.Example],
+    *,
+    lm: Any,
+    fixed: dict[str, Any] | None = None,
+    demos: Sequence[str] = ("none", "annotations"),
+    budget: int | None = None,
+    metric: str = "f1",
+    per_step: int = PER_STEP,
+    share: float = 0.6,
+    chunk: int = 10,
+    teacher_lm: Any = None,
+    seed: int = 0,
+    study: optuna.Study | None = None,
+    progress: bool = True,
+) -> JointResult:
+    """Search ``program_name``'s knobs (``fixed`` ones held) and demonstration sources together
+    on the training questions: demonstrations from the first ``1 - share``, scores on the last
+    ``share`` (the validation fold). ``budget`` caps the model calls the trials spend (checked
+    between trials); the best validation score wins (fewer tokens on a tie). Run under
+    ``dspy.context(lm=lm)``."""
+    for source in demos:
+        if source not in DEMO_SOURCES:
+            raise InputError(f"unknown demos {source!r}; choose from {', '.join(DEMO_SOURCES)}")
+    if not demos:
+        raise InputError("give at least one demonstration source (none, annotations, bootstrap)")
+    cls = get_program(program_name)
+    given = dict(fixed or {})
+    knobs_mod.validate(program_name, cls.Knobs, given)  # a bad knob stops here
+    fixed = given
+    pool, valset = hold_out(trainset, share)
+    grid = knob_grid(cls, lm, fixed)
+    points = grid_points(grid, list(demos), cls.knob_defaults(), seed)
+    study = study or optuna.create_study(
+        direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=2)
+    )
+    tried = [
+        {**t.params}
+        for t in study.get_trials(deepcopy=False)
+        if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    ]
+    spent = sum(t.user_attrs.get("calls", 0) for t in study.get_trials(deepcopy=False))
+    cache: dict[tuple, dspy.Module] = {}
+
+    def build(knobs: dict[str, Any], source: str) -> dspy.Module:
+        key = (tuple(sorted(knobs.items(), key=lambda kv: kv[0])), source)
+        if key not in cache:
+            program = cls(retriever, lm=lm, **knobs)
+            if source == "annotations":
+                program = teach(program, pool, per_step, seed)
+            elif source == "bootstrap":
+                settings = {"max_bootstrapped_demos": per_step, "max_labeled_demos": 0}
+                program = compile_program(
+                    program, pool, teacher_lm=teacher_lm, seed=seed, settings=settings
+                )
+            cache[key] = program
+        return cache[key]
+
+    def objective(trial: optuna.Trial) -> float:
+        params = {n: trial.suggest_categorical(n, grid[n]) for n in grid}
+        source = trial.suggest_categorical("demos", list(demos))
+        knobs = {**fixed, **params}
+        trial.set_user_attr("knobs", knobs)
+        program = build(knobs, source)
+        rows: list[dict[str, Any]] = []
+        try:
+            for step, start in enumerate(range(0, len(valset), chunk)):
+                result = evaluate(program, valset[start : start + chunk], progress=False)
+                if result.errors:
+                    first = next(iter(result.errors.values()))
+                    raise RuntimeError(f"{len(result.errors)} question(s) failed (first: {first})")
+                rows += result.rows
+                running = float(aggregate(rows)[metric] or 0.0)
+                trial.set_user_attr("partial", running)
+                trial.report(running, step)
+                if trial.should_prune():
+                    raise optuna.TrialPruned()
+        finally:
+            trial.set_user_attr("calls", sum(r["scores"]["lm_calls"] for r in rows))
+            agg = aggregate(rows)
+            agg["tokens"] = (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0)
+            trial.set_user_attr("aggregate", {k: v for k, v in agg.items() if k != "steps"})
+        return float(aggregate(rows)[metric] or 0.0)
+
+    for point in points:
+        if point in tried:
+            continue
+        if budget is not None and spent >= budget:
+            break
+        study.enqueue_trial(point)
+        study.optimize(objective, n_trials=1, catch=(), show_progress_bar=False)
+        last = study.trials[-1]
+        spent += last.user_attrs.get("calls", 0)
+        if progress:
+            row = trial_rows(study)[-1]
+            print(
+                f"trial {row['trial']}: {point} -> {row['state']} "
+                f"{metric} {row['score'] or 0:.3f} on {row['n']} ({spent} calls so far)",
+                flush=True,
+            )
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not done:
+        raise InputError("the joint compile completed no trial (budget too small?)")
+    best = max(
+        done,
+        key=lambda t: (t.value, -(t.user_attrs.get("aggregate") or {}).get("tokens", 0)),
+    )
+    knobs, source = best.user_attrs["knobs"], best.params["demos"]
+    return JointResult(knobs, source, build(knobs, source), study, trial_rows(study))

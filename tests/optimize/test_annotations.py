@@ -1,0 +1,77 @@
+"""The annotation teacher: demonstrations for each step read from a crafted annotated record."""
+
+import dspy
+import pytest
+
+from netcast.errors import InputError
+from netcast.optimize.annotations import annotation_demos, teach
+from netcast.programs import BasicRAG, get_program
+
+
+def annotated(qid: str = "q1") -> dspy.Example:
+    gold = [
+        {
+            "id": "seine",
+            "title": "Seine",
+            "text": "The Seine is a river that flows through Paris in France.",
+            "facts": [0],
+        },
+        {
+            "id": "eiffel",
+            "title": "Eiffel Tower",
+            "text": "The Eiffel Tower is a wrought-iron lattice tower in Paris.",
+            "facts": [0],
+        },
+    ]
+    return dspy.Example(
+        id=qid,
+        question="Which river flows through the city of the Eiffel Tower?",
+        answers=["the Seine"],
+        answer="the Seine",
+        gold_ids=["seine", "eiffel"],
+        gold_passages=gold,
+        hops=[],
+    ).with_inputs("question")
+
+
+def test_basic_learns_the_gold_answer_from_a_context_holding_the_gold_passages(bm25):
+    program = BasicRAG(bm25, top_k=2)
+    demos = annotation_demos(program, [annotated()])
+    (demo,) = demos["answer"]
+    assert demo.answer == "the Seine"
+    assert len(demo.context) == 2
+    assert any("Seine is a river" in p for p in demo.context)
+    assert any("Eiffel Tower is a wrought-iron" in p for p in demo.context)
+
+
+def test_teach_sets_demos_on_a_copy_and_they_reach_the_prompt(scripted_lm, bm25):
+    lm, engine = scripted_lm(lambda prompt: {"answer": "Paris"})
+    program = BasicRAG(bm25, top_k=1)
+    taught = teach(program, [annotated("a"), annotated("b"), annotated("c")], per_step=2)
+    assert len(taught.answer.demos) == 2 and program.answer.demos == []
+    taught(question="What is the capital of France?")
+    assert engine.prompts[0].count("the Seine") == 2  # both demonstrations' answers
+
+
+def test_one_shot_crop_keeps_supporting_sentences_and_drops_another_passage(bm25):
+    program = get_program("one_shot")(bm25, token_budget=40)
+    demos = annotation_demos(program, [annotated()])
+    kept, dropped = demos["crop_chunk"]
+    assert kept.passage.startswith("Seine:")
+    assert kept.relevant_sentences == "The Seine is a river that flows through Paris in France."
+    assert dropped.relevant_sentences == "NONE"
+    assert not dropped.passage.startswith(("Seine:", "Eiffel Tower:"))
+    (answer,) = demos["answer"]
+    assert answer.answer == "the Seine" and any("Seine is a river" in p for p in answer.context)
+
+
+def test_a_record_without_gold_passages_is_refused_naming_the_field(bm25):
+    bare = annotated("q9").copy(gold_passages=[])
+    with pytest.raises(InputError, match="question q9 has no 'gold_passages'"):
+        annotation_demos(BasicRAG(bm25), [bare])
+
+
+def test_a_strategy_without_a_teacher_says_so(bm25):
+    program = get_program("search_r1")(bm25)
+    with pytest.raises(InputError, match="search_r1: no annotation teacher"):
+        annotation_demos(program, [annotated()])

@@ -1,0 +1,127 @@
+"""The joint compile: knobs and demonstrations searched together on held-out training
+questions, with a scripted model whose scores favour one knob value."""
+
+import json
+
+import dspy
+import pytest
+
+from netcast.artifacts import read_artifact
+from netcast.data import load_dataset
+from netcast.errors import InputError
+from netcast.optimize.joint import grid_points, joint_compile, knob_grid
+from netcast.optimize.workflow import compile_recipe, make_recipe
+from netcast.programs import BasicRAG, get_program
+
+PASSAGES = [
+    ("Paris", "Paris is the capital and largest city of France.", True),
+    ("Berlin", "Berlin is the capital of Germany and its largest city.", False),
+    ("Rome", "Rome is the capital city of Italy.", False),
+    ("Madrid", "Madrid is the capital of Spain.", False),
+]
+
+
+def distracted(prompt: str) -> dict:
+    """A reader that answers right only when no other capital is in its context."""
+    others = ("Berlin is the capital", "Rome is the capital", "Madrid is the capital")
+    return {"answer": "Berlin" if any(o in prompt for o in others) else "Paris"}
+
+
+@pytest.fixture
+def capitals(tmp_path):
+    path = tmp_path / "capitals.jsonl"
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Question {i}: what is the capital of France?",
+            "answers": ["Paris"],
+            "paragraphs": [{"title": t, "text": x, "is_supporting": s} for t, x, s in PASSAGES],
+        }
+        for i in range(16)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(path)
+
+
+def test_grid_tries_each_point_once_defaults_first():
+    grid = knob_grid(BasicRAG, fixed={"chain_of_thought": False})
+    assert grid == {"top_k": [1, 3, 5, 7, 9]}
+    points = grid_points(grid, ["none", "annotations"], BasicRAG.knob_defaults(), seed=3)
+    assert points[0] == {"top_k": 5, "demos": "none"}
+    assert len(points) == 10 and len({json.dumps(p, sort_keys=True) for p in points}) == 10
+    budget = knob_grid(get_program("one_shot"))["token_budget"]
+    assert budget == sorted(budget) and len(budget) >= 4  # log-spaced over the window's range
+
+
+def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
+    scripted_lm, capitals, tmp_path
+):
+    lm, engine = scripted_lm(distracted)
+    recipe = make_recipe(
+        program="basic",
+        knobs={"chain_of_thought": False},
+        dataset=capitals,
+        optimizer="joint",
+        teacher="annotations",
+        model="scripted/fake",
+        train_limit=None,
+        dev_limit=3,
+    )
+    assert recipe["optimizer"]["settings"]["demos"] == ["none", "annotations"]
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False, reload=True)
+
+    assert result.knobs["top_k"] == 1  # the only k whose context holds no other capital
+    assert result.before["f1"] == 0.0 and result.after["f1"] == 1.0
+    assert result.reloaded["f1"] == 1.0
+    saved, _, _ = read_artifact(result.artifact)
+    assert saved["knobs"] == {**BasicRAG.knob_defaults(), "top_k": 1, "chain_of_thought": False}
+    trials = saved["joint"]["trials"]
+    assert trials[0]["knobs"] == {"chain_of_thought": False, "top_k": 5}  # defaults first
+    assert trials[0]["demos"] == "none" and trials[0]["state"] in ("complete", "pruned")
+    tried = [(t["knobs"]["top_k"], t["demos"]) for t in trials]
+    assert len(tried) == len(set(tried)) == 10
+    best = [t for t in trials if t["score"] == 1.0]
+    assert {t["knobs"]["top_k"] for t in best} == {1}
+    # trials score the validation fold of the training questions (the last 60%), not dev
+    train = load_dataset(capitals, "train").examples
+    complete = [t for t in trials if t["state"] == "complete"]
+    assert complete and all(t["n"] == int(len(train) * 0.6) for t in complete)
+
+
+def test_the_budget_of_model_calls_stops_the_search(scripted_lm, bm25):
+    lm, engine = scripted_lm(distracted)
+    train = [
+        dspy.Example(
+            id=f"t{i}",
+            question="What is the capital of France?",
+            answers=["Paris"],
+            answer="Paris",
+            gold_ids=["paris"],
+            gold_passages=[],
+        ).with_inputs("question")
+        for i in range(10)
+    ]
+    with dspy.context(lm=lm):
+        result = joint_compile(
+            "basic",
+            bm25,
+            train,
+            lm=lm,
+            fixed={"chain_of_thought": False},
+            demos=["none"],
+            budget=1,
+        )
+    assert len(result.trials) == 1  # the first trial spent the budget
+    assert result.knobs == {"chain_of_thought": False, "top_k": 5}
+    assert len(engine.prompts) == 6  # its validation fold: the last 60% of 10 questions
+
+
+def test_bad_demo_sources_and_knobs_are_refused(bm25):
+    with pytest.raises(InputError, match="unknown demos 'traces'"):
+        joint_compile("basic", bm25, [], lm=None, demos=["traces"])
+    with pytest.raises(InputError, match="basic: unknown knob 'topk'"):
+        joint_compile("basic", bm25, [], lm=None, fixed={"topk": 2})
+    with pytest.raises(InputError, match="--teacher annotations works with"):
+        make_recipe(
+            program="basic", knobs={}, dataset="x", optimizer="mipro", teacher="annotations"
+        )
