@@ -10,7 +10,9 @@
 #                                         #   decisive-mipro | decisive-agents |
 #                                         #   decisive-best-1.5b | variants |
 #                                         #   decisive-compiled-best |
-#                                         #   decisive-compiled-knowledge
+#                                         #   decisive-compiled-knowledge |
+#                                         #   wide-basic | wide-joint-basic | wide-one-shot |
+#                                         #   wide-joint-one-shot
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -118,6 +120,47 @@ musique() {
     --limit 40 --run-dir "$R/indicative-musique-0.5b"
 }
 
+# The decisive tier on the wider pool (hotpotqa-wide: the sample's questions over every bundled
+# paragraph, 5,855 passages; the hotpotqa-sample rows above, over 3,966, are history), with the
+# gold-passage and closed-book reference rows and compiles that tune the knobs with the demos.
+WIDE="$R/decisive-wide-0.5b"
+
+wide_basic() {
+  $NETCAST bench --programs basic --reference gold --reference closed --datasets hotpotqa-wide \
+    --limit 150 --run-dir "$WIDE"
+}
+
+wide_joint() {
+  # wide_joint PROGRAM NAME [compile options...]: knobs and demonstrations in one compile
+  # (optimizer joint, annotation teacher), trials scored on the last 60% of the first 70
+  # training questions, never on dev; then benched on the same 150 dev questions
+  local program="$1" artifact="$R/artifacts/$2"
+  shift 2
+  if [ ! -f "$artifact/program.json" ]; then
+    $NETCAST compile --program "$program" --dataset hotpotqa-wide --optimizer joint \
+      --teacher annotations --train-limit 70 --dev-limit 10 "$@" --out "$artifact"
+  fi
+  $NETCAST bench --programs "$program" --compiled "$artifact" --datasets hotpotqa-wide \
+    --limit 150 --run-dir "$WIDE"
+}
+
+wide_joint_basic() {
+  # top_k over its range's grid (1, 3, 5, 7, 9) x demonstrations (none, annotations); no chain
+  # of thought (it doubles the grid and the 0.5B model's seconds)
+  wide_joint basic basic-joint-wide-0.5b --set chain_of_thought=false
+}
+
+wide_one_shot() {
+  $NETCAST bench --programs one_shot --datasets hotpotqa-wide --limit 150 --run-dir "$WIDE"
+}
+
+wide_joint_one_shot() {
+  # token_budget over its log grid x demonstrations; filter, crop, selector and pool held at
+  # the defaults (the full grid has 576 points)
+  wide_joint one_shot one_shot-joint-wide-0.5b --set filter=false --set crop=false \
+    --set selector=exact --set pool_factor=2.0
+}
+
 case "${1:-all}" in
   indicative) indicative ;;
   decisive-basic) decisive_basic ;;
@@ -130,6 +173,10 @@ case "${1:-all}" in
   variants) variants ;;
   decisive-compiled-best) decisive_compiled_best ;;
   decisive-compiled-knowledge) decisive_compiled_knowledge ;;
+  wide-basic) wide_basic ;;
+  wide-joint-basic) wide_joint_basic ;;
+  wide-one-shot) wide_one_shot ;;
+  wide-joint-one-shot) wide_joint_one_shot ;;
   all)
     indicative; decisive_basic; decisive_compiled; compiled_iterative; decisive_mipro; musique
     variants; decisive_agents; decisive_best_15b; decisive_compiled_best

@@ -53,18 +53,26 @@ def objective_values(names: Sequence[str], agg: dict[str, Any]) -> list[float]:
 
 
 def open_study(
-    name: str, storage: str | None, objectives: Sequence[str], seed: int = 0, heartbeat: int = 30
+    name: str,
+    storage: str | None,
+    objectives: Sequence[str],
+    seed: int = 0,
+    heartbeat: int = 30,
+    grid: dict[str, list] | None = None,
 ) -> optuna.Study:
-    """Create or resume a study. Trials of a killed worker are noticed by their stale
-    heartbeat, marked failed and re-queued with the same knobs (Optuna's
-    ``RetryHeartbeatStaleTrialCallback``). Workers started together race to create the
-    database schema and the study; the loser retries and joins."""
+    """Create or resume a study. With ``grid`` (knob -> values, ``optimize.joint.knob_grid``)
+    its points are tried once each in a seeded order (Optuna's ``GridSampler``: a small
+    discrete space never repeats a setting); else NSGA-II (two objectives) or TPE. Trials of a
+    killed worker are noticed by their stale heartbeat, marked failed and re-queued with the
+    same knobs (Optuna's ``RetryHeartbeatStaleTrialCallback``). Workers started together race
+    to create the database schema and the study; the loser retries and joins."""
     directions = ["maximize"] + (["minimize"] if len(objectives) == 2 else [])
-    sampler = (
-        optuna.samplers.NSGAIISampler(seed=seed)
-        if len(directions) == 2
-        else optuna.samplers.TPESampler(seed=seed)
-    )
+    if grid:
+        sampler = optuna.samplers.GridSampler(grid, seed=seed)
+    elif len(directions) == 2:
+        sampler = optuna.samplers.NSGAIISampler(seed=seed)
+    else:
+        sampler = optuna.samplers.TPESampler(seed=seed)
     for attempt in range(5):
         try:
             return optuna.create_study(

@@ -37,7 +37,8 @@ from netcast.optimize.compile import (
     selection_sets,
 )
 from netcast.optimize.evaluate import EvalResult, evaluate
-from netcast.optimize.joint import joint_compile
+from netcast.optimize.joint import joint_compile, knob_grid
+from netcast.programs import get_program
 from netcast.session import build_program, load, open_retriever, retriever_recipe
 
 TEACHERS = ("model", "annotations")
@@ -418,7 +419,9 @@ def run_tuning(
         Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
     preflight(lm)
-    the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat)
+    # every knob setting once (a grid over the declared ranges), never the same one twice
+    grid = knob_grid(get_program(program), lm)
+    the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
     failed_before = {t.number for t in the_study.get_trials(deepcopy=False, states=_FAIL)}
     try:
         with dspy.context(lm=lm):

@@ -311,3 +311,28 @@ def test_an_in_memory_study_needs_no_storage(scripted_lm, bm25):
         objectives=["f1"],
     )
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 2
+
+
+def test_a_grid_study_tries_each_setting_once_and_stops_when_the_grid_is_spent(scripted_lm, bm25):
+    import dspy
+
+    scripted_lm(lambda prompt: {"answer": "Paris"})
+    dev = [
+        dspy.Example(
+            id="q", question="capital of France?", answers=["Paris"], gold_ids=["paris"]
+        ).with_inputs("question")
+    ]
+    grid = {"top_k": [1, 2, 3], "chain_of_thought": [False]}
+    study = tuning.open_study("g", None, ["f1", "cost"], grid=grid)
+    tuning.tune(
+        study,
+        8,
+        progress=False,
+        program_name="basic",
+        retriever=bm25,
+        trainset=[],
+        devset=dev,
+        objectives=["f1", "cost"],
+    )
+    tried = [t.user_attrs["knobs"]["top_k"] for t in study.trials]
+    assert sorted(tried) == [1, 2, 3]  # 8 asked for, the 3 settings each once
