@@ -259,6 +259,51 @@ class LlamaCppEngine:
                 first.setdefault(llm.tokenize(c.encode(), add_bos=False, special=False)[0], c)
             return {c: float(logprobs[t]) for t, c in first.items()}, len(tokens)
 
+    def continuation_logprobs(self, context: str, continuation: str) -> tuple[list[float], int]:
+        """The log-probability of each token of ``continuation`` after the raw text ``context``
+        (no chat template), and the number of tokens: one forward pass in which llama.cpp
+        computes logits only at the positions that predict ``continuation`` (a batch flag per
+        token; ``logits_all`` would keep n_ctx x vocabulary floats). Reuses the KV cache of a
+        shared prefix of ``context``."""
+        with self._lock:
+            llm = self._model()
+            head = llm.tokenize(context.encode("utf-8"), add_bos=True, special=False)
+            tail = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
+            tokens = head + tail
+            if not head or not tail:
+                raise ValueError("context and continuation must both have tokens")
+            if len(tokens) >= llm.n_ctx():
+                raise ContextLengthError(f"{len(tokens)} tokens exceed n_ctx={llm.n_ctx()}")
+            first = len(head) - 1  # the position whose logits predict tail[0]
+            common = 0
+            if self.prefix_cache != "off":
+                for a, b in zip(llm.input_ids[: llm.n_tokens], tokens[:first], strict=False):
+                    if a != b:
+                        break
+                    common += 1
+            self._last_key = None  # the context now holds this prompt
+            llm.n_tokens = common
+            llm._ctx.kv_cache_seq_rm(-1, common, -1)
+            logprobs = []
+            for start in range(common, len(tokens), llm.n_batch):
+                batch = tokens[start : start + llm.n_batch]
+                llm._batch.set_batch(batch=batch, n_past=start, logits_all=False)
+                for i in range(len(batch)):  # the batch's last token stays flagged
+                    llm._batch.batch.logits[i] |= start + i >= first
+                llm._ctx.decode(llm._batch)
+                llm.input_ids[start : start + len(batch)] = batch
+                llm.n_tokens = start + len(batch)
+                for i in range(max(first - start, 0), len(batch)):
+                    if start + i + 1 < len(tokens):
+                        row = np.ctypeslib.as_array(
+                            llm._ctx.get_logits_ith(i), shape=(llm.n_vocab(),)
+                        ).astype(np.float64)
+                        top = row.max()
+                        norm = top + np.log(np.exp(row - top).sum())
+                        logprobs.append(float(row[tokens[start + i + 1]] - norm))
+            llm._requires_eval = False  # the last token's logits are live
+            return logprobs, len(tokens)
+
     def stream(self, request):
         return response_to_events(self.complete(request))
 

@@ -1,12 +1,20 @@
-"""Basic RAG: retrieve the top-k chunks for the question, answer from them."""
+"""Basic RAG: retrieve the top-k chunks for the question, answer from them.
+
+``rerank_pool`` and ``rerank_signal`` add a precision step (``programs.shared.rerank``): fetch a
+pool of ``rerank_pool`` candidates, keep the ``top_k`` the signal scores best. The defaults
+(no pool, the retriever's order) are plain top-k retrieval, with the same prompts."""
 
 from __future__ import annotations
 
 import dspy
+from pydantic import field_validator
 
+from netcast.errors import InputError
 from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
+from netcast.programs.shared import annotations
+from netcast.programs.shared.rerank import parse_signal, rerank
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 
@@ -17,6 +25,20 @@ class BasicRAG(NetcastProgram):
     class Knobs(knobs.Knobs):
         top_k: int = knobs.knob(5, search=knobs.IntRange(1, 10), ge=1)
         chain_of_thought: bool = knobs.knob(False, search=knobs.Choice((False, True)))
+        # candidates fetched before keeping top_k (0: none, top_k are fetched), and the signal
+        # that picks them (programs.shared.rerank: retriever, dense, likelihood, verdict,
+        # rrf:a+b); no search range: model signals cost a call per candidate
+        rerank_pool: int = knobs.knob(0, ge=0)
+        rerank_signal: str = "retriever"
+
+        @field_validator("rerank_signal")
+        @classmethod
+        def _known_signal(cls, value: str) -> str:
+            try:
+                parse_signal(value)
+            except InputError as err:
+                raise ValueError(str(err)) from None
+            return value
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
@@ -26,7 +48,23 @@ class BasicRAG(NetcastProgram):
             self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def forward(self, question: str) -> dspy.Prediction:
-        hits = self.search(question, self.knobs["top_k"])
+        top_k, signal = self.knobs["top_k"], self.knobs["rerank_signal"]
+        if self.knobs["rerank_pool"] == 0 and signal == "retriever":
+            hits = self.search(question, top_k)
+        else:
+            pool = self.search(question, max(top_k, self.knobs["rerank_pool"]))
+            lm = self.answer.predictors()[0].lm or dspy.settings.lm  # the program's own, if bound
+            hits = rerank(question, pool, signal, top_k, lm=lm)
         context = self.passages(hits)
         answer = self.answer(context=context, question=question).answer
         return dspy.Prediction(answer=answer, evidence=[h.chunk.id for h in hits], context=context)
+
+    def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """``answer`` reads the record's gold answer from the top-k context retrieved for its
+        question, gold passages swapped in for the last others where retrieval missed them."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        hits = self.retriever.search(example.question, self.knobs["top_k"])
+        found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
+        context = annotations.context_with_gold(found, gold, self.knobs["top_k"])
+        demo = dspy.Example(context=context, question=example.question, answer=example.answer)
+        return {"answer": [demo.with_inputs("context", "question")]}

@@ -69,7 +69,12 @@ def test_compile_save_load_in_a_fresh_process_gives_identical_predictions(
     lm, _ = scripted_lm(answer)
     result = compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm, progress=False)
     recipe, scores, meta = read_artifact(result.artifact)
-    assert recipe["knobs"] == {"top_k": 2, "chain_of_thought": False}
+    assert recipe["knobs"] == {
+        "top_k": 2,
+        "chain_of_thought": False,
+        "rerank_pool": 0,
+        "rerank_signal": "retriever",
+    }
     assert recipe["optimizer"]["name"] == "bootstrap" and recipe["metric"] == "f1"
     assert recipe["retriever"]["kind"] == "bm25" and len(recipe["retriever"]["corpus_hash"]) == 64
     assert scores["before"]["n"] == scores["after"]["n"] == 4

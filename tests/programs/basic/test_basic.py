@@ -34,8 +34,13 @@ def test_chain_of_thought_knob_adds_reasoning(scripted_lm, bm25):
 
 
 def test_knobs_defaults_search_space_and_registry(bm25):
-    assert BasicRAG(bm25).knobs == {"top_k": 5, "chain_of_thought": False}
-    assert BasicRAG.knob_defaults() == {"top_k": 5, "chain_of_thought": False}
+    defaults = {
+        "top_k": 5,
+        "chain_of_thought": False,
+        "rerank_pool": 0,
+        "rerank_signal": "retriever",
+    }
+    assert BasicRAG(bm25).knobs == defaults and BasicRAG.knob_defaults() == defaults
     with pytest.raises(InputError, match="basic: unknown knob 'topk'"):
         BasicRAG(bm25, topk=3)
     space = BasicRAG.search_space(optuna.trial.FixedTrial({"top_k": 3, "chain_of_thought": True}))
