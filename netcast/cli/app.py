@@ -562,3 +562,6 @@ def report(
     except NetcastError as err:
         _fail(str(err))
     console.print(path.read_text(), soft_wrap=True, markup=False)
+
+
+from netcast.cli import rerank as _rerank  # noqa: E402, F401  (registers rerank-check)
