@@ -32,11 +32,12 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from netcast import trace
-from netcast.corpus import Chunk, format_passage
+from netcast.corpus import Chunk, doc_id_of_chunk, format_passage
 from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.iterative.signatures import DeleteChunks, FinalAnswer, NextAction
 from netcast.programs.registry import register
+from netcast.programs.shared import annotations
 from netcast.programs.shared.budget import budgeted_hits, candidate_hits, default_token_budget
 from netcast.retrievers.base import Hit
 from netcast.signatures import ANSWER_TOKENS, Contextualize
@@ -251,6 +252,58 @@ class Iterative(NetcastProgram):
             notes=notes if k["notes"] else [],
         ).answer
         return dspy.Prediction(answer=answer, evidence=context.ids(), context=passages)
+
+    def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """From the record's annotations, over the top-``k`` retrieved for its question (gold
+        passages swapped in for the last others where retrieval missed them): ``delete_chunks``
+        deletes exactly the retrieved chunks that are not gold; ``decide`` searches for a gold
+        passage the context lacks (by its title, or the MuSiQue sub-question it answers:
+        ``annotations.gold_queries``) and answers once every gold passage is in the context;
+        ``answer`` gives the gold answer from the gold passages. Not taught: the reasoning
+        before a decision and the answer's notes (the agent's own thoughts: the demos have no
+        reasoning and empty notes), and ``contextualize`` (memory notes in the auxiliary
+        model's own words, which no annotation holds)."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        question = example.question
+        hits = self.retriever.search(question, self.knobs["k"])
+        found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
+        shown = annotations.marked_context_with_gold(found, gold, len(found))
+        drop = [f"N{i}" for i, (_, source) in enumerate(shown, 1) if source is None]
+        delete = dspy.Example(
+            question=question,
+            context=[],
+            retrieved=[f"[N{i}] {text}" for i, (text, _) in enumerate(shown, 1)],
+            delete_ids=drop,
+        ).with_inputs("question", "context", "retrieved")
+
+        def decision(kept: list[str], dropped: int, action: str, query: str) -> dspy.Example:
+            """The decision after the question's search kept ``kept`` and dropped ``dropped``
+            (no search yet when both are empty)."""
+            searched = f"search {question!r}: kept {len(kept)} new chunks, dropped {dropped}"
+            return dspy.Example(
+                question=question,
+                context=[f"[C{i}] {text}" for i, text in enumerate(kept, 1)],
+                history=[searched] if kept or dropped else [],
+                action=action,
+                query=query,
+            ).with_inputs("question", "context", "history")
+
+        # after the question's search kept what it found of the gold, search a missing gold
+        # passage; if it found them all, the first turn (before any search) searches one
+        have = [(cid, text) for cid, text in found if annotations.is_gold(cid, gold)]
+        have_ids = {doc_id_of_chunk(cid) for cid, _ in have}
+        targets = annotations.gold_queries(example)
+        missing = [query for passage, query in targets if passage["id"] not in have_ids]
+        if missing:
+            search = decision([t for _, t in have], len(found) - len(have), "search", missing[0])
+        else:
+            search = decision([], 0, "search", targets[0][1])
+        gold_context = [text for text, source in shown if source is not None]
+        answer = decision(gold_context, len(drop), "answer", "")
+        final = dspy.Example(
+            context=gold_context, notes=[], question=question, answer=example.answer
+        ).with_inputs("context", "notes", "question")
+        return {"delete_chunks": [delete], "decide": [search, answer], "answer": [final]}
 
 
 @register

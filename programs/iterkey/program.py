@@ -18,9 +18,13 @@ first validated one (the paper's 'Base'), so one run gives Base, VerifiedTrue an
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterable
 from typing import Literal
 
 import dspy
+from bm25s.stopwords import STOPWORDS_EN_PLUS
 from dspy.utils.exceptions import AdapterParseError
 
 from netcast import trace
@@ -35,10 +39,22 @@ from netcast.programs.iterkey.signatures import (
     ValidateAnswer,
 )
 from netcast.programs.registry import register
+from netcast.programs.shared import annotations
 from netcast.programs.shared.lists import parse_list
 from netcast.signatures import FORMAT_TOKENS
 
 VARIANTS = ("standard", "doc_by_doc", "cot")
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS_EN_PLUS}
+
+
+def question_keywords(question: str, taken: Iterable[str] = ()) -> list[str]:
+    """The question's words that are no stopwords nor words of ``taken``, in order, once."""
+    skip = set(STOPWORDS_EN_PLUS) | {w for t in taken for w in content_words(t)}
+    words = [w for w in re.findall(r"\w[\w'-]*", question) if w.lower() not in skip]
+    return list(dict.fromkeys(words))
 
 
 def keywords_of(raw: object) -> list[str]:
@@ -87,6 +103,63 @@ class IterKey(NetcastProgram):
         self.regenerate_from_document = dspy.Predict(
             RegenerateKeywordsFromDocument, max_tokens=keywords
         )
+
+    def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """From the record's annotations: ``generate`` writes the gold passages' titles (less
+        a bracketed qualifier) and the question's other keywords, as a JSON list; ``answer``
+        gives the gold answer from the top-``k`` retrieved with the question and those
+        keywords (gold passages swapped in for the last others where retrieval missed them);
+        ``validate`` and ``validate_next_token`` judge, over those documents, the gold answer
+        True and a wrong one False (the title of the first document that is not gold and
+        shares no word with a gold answer, when there is one); ``regenerate`` turns the
+        question's own keywords into those keywords when the question's keywords miss a gold
+        passage. Not taught: ``regenerate_from_document`` (which terms one document suggests
+        is not in the record), and the ``cot`` variant's reasoning (the demos have none)."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        question, k = example.question, self.knobs["k"]
+        titles = list(dict.fromkeys(re.sub(r"\s*\([^)]*\)\s*$", "", p["title"]) for p in gold))
+        keywords = titles + question_keywords(question, titles)
+        written = json.dumps(keywords, ensure_ascii=False)
+        hits = self.retriever.search(" ".join([question, *keywords]), k)
+        found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
+        shown = annotations.marked_context_with_gold(found, gold, k)
+        documents = [text for text, _ in shown]
+        # a wrong answer: the title of a document that is not gold and shares no word with
+        # a gold answer
+        golds = [example.answer, *(example.get("answers") or [])]
+        answer_words = set().union(*map(content_words, golds))
+        titles_shown = {text: h.chunk.title for h, (_, text) in zip(hits, found, strict=True)}
+        wrong = [
+            titles_shown[text]
+            for text, source in shown
+            if source is None and not content_words(titles_shown[text]) & answer_words
+        ]
+        verdicts = [(example.answer, True)] + [(title, False) for title in wrong[:1]]
+        validate = [
+            dspy.Example(
+                question=question, documents=documents, answer=answer, is_correct=verdict
+            ).with_inputs("question", "documents", "answer")
+            for answer, verdict in verdicts
+        ]
+        demos = {
+            "generate": [dspy.Example(question=question, keywords=written).with_inputs("question")],
+            "answer": [
+                dspy.Example(
+                    context=documents, question=question, answer=example.answer
+                ).with_inputs("context", "question")
+            ],
+            "validate": validate,
+            "validate_next_token": list(validate),
+        }
+        previous = question_keywords(question)
+        reached = self.retriever.search(" ".join([question, *previous]), k)
+        if {p["id"] for p in gold} - {h.chunk.doc_id for h in reached}:
+            demos["regenerate"] = [
+                dspy.Example(
+                    question=question, previous_keywords=previous, keywords=written
+                ).with_inputs("question", "previous_keywords")
+            ]
+        return demos
 
     def check(self, question: str, answer: str, documents: list[str]) -> tuple[bool, float]:
         """(validated, P(True)); in text mode P(True) is 1.0 or 0.0."""

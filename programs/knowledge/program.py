@@ -47,6 +47,7 @@ from netcast.programs.knowledge.signatures import (
     PlanQuery,
 )
 from netcast.programs.registry import register
+from netcast.programs.shared import annotations
 from netcast.programs.shared.lists import parse_list
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
@@ -355,6 +356,73 @@ class KnowledgeAware(NetcastProgram):
             agent=best,
             steps=step,
         )
+
+    def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """From the record's annotations, over the top-``k`` passages retrieved for its question
+        (labelled P1, P2, ...; gold passages swapped in for the last others where retrieval
+        missed them): ``plan``'s first step searches the first gold passage (its title, or
+        the MuSiQue sub-question it answers: ``annotations.gold_queries``); ``extract`` knows
+        each gold passage's supporting sentences, cited "(P#)", with nothing still required;
+        ``filter`` copies the gold passages' supporting sentences (a whole gold passage where
+        the record names none) and nothing of the others; ``generate`` answers from that
+        refined context. Not taught: later plans (their Required gaps are the model's own
+        wording), and ``extract`` for a record without supporting sentences for every gold
+        passage (MuSiQue's): its facts are not in the record."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        question = example.question
+        hits = self.retriever.search(question, self.knobs["k"])
+        found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
+        shown = annotations.marked_context_with_gold(found, gold, len(found))
+        facts: dict[str, str] = {}  # gold passage id -> its cited fact
+        segments: list[str] = []
+        context: list[str] = []
+        done: set[str] = set()  # a gold document retrieved as several chunks counts once
+        for n, (_, source) in enumerate(shown, 1):
+            if source is None or source["id"] in done:
+                continue
+            done.add(source["id"])
+            support = annotations.supporting_sentences(source)
+            parts = annotations.sentences(source["text"])
+            kept = [parts[i] for i in sorted(set(source["facts"]))] if support else [source["text"]]
+            if support:
+                facts[source["id"]] = f"{support.rstrip('.')} (P{n})"
+            segments += [f"[P{n}] {segment}" for segment in kept]
+            context.append(format_passage(source["title"], " … ".join(kept)))
+        known = list(facts.values())
+        complete = len(facts) == len(gold)
+        passages = [f"[P{n}] {text}" for n, (text, _) in enumerate(shown, 1)]
+        inputs = {"question": question, "known": [], "required": [question]}
+        demos = {
+            "plan": [
+                dspy.Example(
+                    **inputs,
+                    focus=question,
+                    history=[],
+                    query=annotations.gold_queries(example)[0][1],
+                ).with_inputs("question", "known", "required", "focus", "history")
+            ],
+            "filter": [
+                dspy.Example(
+                    question=question,
+                    known=known,
+                    required=[] if complete else [question],
+                    passages=passages,
+                    segments=segments,
+                ).with_inputs("question", "known", "required", "passages")
+            ],
+            "generate": [
+                dspy.Example(context=context, question=question, answer=example.answer).with_inputs(
+                    "context", "question"
+                )
+            ],
+        }
+        if complete:
+            demos["extract"] = [
+                dspy.Example(
+                    **inputs, passages=passages, known_facts=known, still_required=[]
+                ).with_inputs("question", "known", "required", "passages")
+            ]
+        return demos
 
     def generator_lm(self):
         """The separate generator named by ``generator_model`` (made once), or None."""

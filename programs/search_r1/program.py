@@ -11,10 +11,12 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from netcast import trace
+from netcast.corpus import doc_id_of_chunk
 from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.search_r1.signatures import ReasonAndAct
+from netcast.programs.shared import annotations
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion, Contextualize
 
 
@@ -36,6 +38,47 @@ class SearchR1(NetcastProgram):
         self.step = dspy.ChainOfThought(ReasonAndAct)
         self.contextualize = dspy.Predict(Contextualize)
         self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
+
+    def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """From the record's annotations, with the top-``k`` retrieved for its question as the
+        trace's first search: ``step`` searches for a gold passage that search missed (by its
+        title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``; if it
+        missed none, the first step, before any search, searches the first), and answers the
+        gold answer once the trace's information holds every gold passage (swapped in for the
+        last others where retrieval missed them); ``answer`` gives it from those passages.
+        Not taught: the reasoning before a step (the model's own thoughts: the demos have
+        none and no 'think:' entries), memory notes (``contextualize``: the auxiliary model's
+        own words; the demos' memory is empty), which no annotation holds."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        question = example.question
+        hits = self.retriever.search(question, self.knobs["k"])
+        found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
+        context = annotations.context_with_gold(found, gold, len(found))
+
+        def step(passages: list[str] | None, action: str, query: str, answer: str):
+            """The step after the question's search returned ``passages`` (None: before it)."""
+            searched = [f"search: {question}", "information: " + " | ".join(passages or [])]
+            return dspy.Example(
+                question=question,
+                memory=[],
+                trace=searched if passages is not None else [],
+                action=action,
+                query=query,
+                answer=answer,
+            ).with_inputs("question", "memory", "trace")
+
+        have = {doc_id_of_chunk(cid) for cid, _ in found if annotations.is_gold(cid, gold)}
+        targets = annotations.gold_queries(example)
+        missing = [query for passage, query in targets if passage["id"] not in have]
+        if missing:
+            search = step([text for _, text in found], "search", missing[0], "")
+        else:
+            search = step(None, "search", targets[0][1], "")
+        final = dspy.Example(context=context, question=question, answer=example.answer)
+        return {
+            "step": [search, step(context, "answer", "", example.answer)],
+            "answer": [final.with_inputs("context", "question")],
+        }
 
     def forward(self, question: str) -> dspy.Prediction:
         knobs = self.knobs

@@ -19,6 +19,7 @@ from netcast.errors import InputError
 
 # a sentence ends at . ! or ? followed by space and a capital, digit, quote or bracket
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_HOP_REF = re.compile(r"#(\d+)")  # a sub-question naming an earlier hop's answer: "#1"
 
 
 def require(example: dspy.Example, field: str, program: str) -> Any:
@@ -66,11 +67,65 @@ def context_with_gold(
     """A context of ``size`` passages (at least every gold passage) as a program would see it:
     the retrieved ``(chunk id, passage)`` pairs in their order, the last non-gold ones replaced
     by the gold passages retrieval missed (appended at the end)."""
+    return [text for text, _ in marked_context_with_gold(found, gold, size)]
+
+
+def marked_context_with_gold(
+    found: Sequence[tuple[str, str]], gold: Sequence[dict[str, Any]], size: int
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """``context_with_gold``, each passage paired with the gold passage it is (a retrieved
+    chunk of a gold document, or a gold passage swapped in), or None for the others."""
     size = max(size, len(gold))
+    by_id = {p["id"]: p for p in gold}
     have = {doc_id_of_chunk(cid) for cid, _ in found}
     missing = [p for p in gold if p["id"] not in have]
     kept = [(cid, text) for cid, text in found][:size]
     while len(kept) + len(missing) > size:
         drop = next(i for i in range(len(kept) - 1, -1, -1) if not is_gold(kept[i][0], gold))
         kept.pop(drop)
-    return [text for _, text in kept] + gold_passage_texts(missing)
+    return [(text, by_id.get(doc_id_of_chunk(cid))) for cid, text in kept] + [
+        (text, p) for text, p in zip(gold_passage_texts(missing), missing, strict=True)
+    ]
+
+
+def hop_queries(hops: Sequence[dict[str, str]]) -> list[str]:
+    """MuSiQue's sub-questions in order, each ``#n`` filled with hop n's answer (what an agent
+    knows once it has answered that hop)."""
+    answers = [h.get("answer", "") for h in hops]
+
+    def filled(match: re.Match) -> str:
+        n = int(match.group(1))
+        return answers[n - 1] if 1 <= n <= len(answers) and answers[n - 1] else match.group(0)
+
+    return [
+        re.sub(r"\s+([?.,!])", r"\1", " ".join(_HOP_REF.sub(filled, h["question"]).split()))
+        for h in hops
+    ]
+
+
+def gold_queries(example: dspy.Example) -> list[tuple[dict[str, Any], str]]:
+    """Each gold passage with a search query that reaches it, in the order an agent would
+    search them. With MuSiQue's sub-questions (``hops``) a passage answers the last hop whose
+    answer its title or text holds (a later hop's passage names the earlier hop's answer too)
+    and is searched by that hop's sub-question (``hop_queries``), in hop order; a passage that
+    answers no hop, and every passage of a record without hops (HotpotQA), is searched by its
+    title, after them."""
+    hops = example.get("hops") or []
+    queries = hop_queries(hops)
+    by_hop: dict[int, dict[str, Any]] = {}
+    for passage in example.gold_passages:
+        held = [
+            i
+            for i, hop in enumerate(hops)
+            if hop.get("answer") and _holds(f"{passage['title']} {passage['text']}", hop["answer"])
+        ]
+        if held and held[-1] not in by_hop:
+            by_hop[held[-1]] = passage
+    first = [(by_hop[i], queries[i]) for i in sorted(by_hop)]
+    taken = {p["id"] for p, _ in first}
+    return first + [(p, p["title"]) for p in example.gold_passages if p["id"] not in taken]
+
+
+def _holds(text: str, phrase: str) -> bool:
+    """``phrase`` occurs in ``text`` as whole words, case aside."""
+    return re.search(rf"(?<!\w){re.escape(phrase.strip())}(?!\w)", text, re.IGNORECASE) is not None

@@ -5,7 +5,7 @@ import pytest
 
 from netcast.errors import InputError
 from netcast.optimize.annotations import annotation_demos, teach
-from netcast.programs import BasicRAG, get_program
+from netcast.programs import BasicRAG, NetcastProgram, get_program
 
 
 def annotated(qid: str = "q1") -> dspy.Example:
@@ -72,6 +72,8 @@ def test_a_record_without_gold_passages_is_refused_naming_the_field(bm25):
 
 
 def test_a_strategy_without_a_teacher_says_so(bm25):
-    program = get_program("search_r1")(bm25)
-    with pytest.raises(InputError, match="search_r1: no annotation teacher"):
-        annotation_demos(program, [annotated()])
+    class Untaught(NetcastProgram):  # every registered strategy has a teacher
+        name = "untaught"
+
+    with pytest.raises(InputError, match="untaught: no annotation teacher"):
+        annotation_demos(Untaught(bm25), [annotated()])

@@ -36,3 +36,43 @@ def test_a_record_without_annotations_is_refused_in_one_line():
         InputError, match=r"basic: question q7 has no 'gold_passages'.*is_supporting"
     ):
         annotations.require(example, "gold_passages", "basic")
+
+
+# MuSiQue-style hops and a two-passage record (the Eiffel Tower's city, its river)
+SEINE_TEXT = "The Seine is a river that flows through Paris in France."
+EIFFEL = "Eiffel Tower: The Eiffel Tower is a wrought-iron lattice tower in Paris."
+HOPS = [
+    {"question": "In which city is the Eiffel Tower?", "answer": "Paris"},
+    {"question": "Which river flows through #1 ?", "answer": "the Seine"},
+]
+
+
+def annotated(hops=()) -> dspy.Example:
+    gold = [
+        {"id": "seine", "title": "Seine", "text": SEINE_TEXT, "facts": [0]},
+        {"id": "eiffel", "title": "Eiffel Tower", "text": EIFFEL.split(": ", 1)[1], "facts": [0]},
+    ]
+    return dspy.Example(question="q", gold_passages=gold, hops=list(hops))
+
+
+def test_gold_queries_are_titles_or_the_hops_sub_questions_in_hop_order():
+    assert annotations.hop_queries(HOPS) == [
+        "In which city is the Eiffel Tower?",
+        "Which river flows through Paris?",  # '#1' filled with the first hop's answer
+    ]
+    plain = [(p["id"], q) for p, q in annotations.gold_queries(annotated())]
+    assert plain == [("seine", "Seine"), ("eiffel", "Eiffel Tower")]
+    # the Seine passage also names Paris (hop 1's answer): it answers the last hop it holds
+    hopped = [(p["id"], q) for p, q in annotations.gold_queries(annotated(hops=HOPS))]
+    assert hopped == [
+        ("eiffel", "In which city is the Eiffel Tower?"),
+        ("seine", "Which river flows through Paris?"),
+    ]
+
+
+def test_marked_context_is_context_with_gold_with_each_passage_marked():
+    gold = annotated().gold_passages
+    found = [("eiffel#0", EIFFEL), ("rhine#0", "R"), ("paris#0", "P")]
+    marked = annotations.marked_context_with_gold(found, gold, 3)
+    assert [text for text, _ in marked] == annotations.context_with_gold(found, gold, 3)
+    assert [source and source["id"] for _, source in marked] == ["eiffel", None, "seine"]

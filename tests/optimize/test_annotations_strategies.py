@@ -1,0 +1,214 @@
+"""The annotation teacher of the agentic strategies (iterative, combined, knowledge, iterkey,
+search_r1): each step's demonstrations read from a crafted annotated record over the tiny corpus
+(tests/helpers.py DOCS), and ``teach`` putting them into the prompts a scripted model sees."""
+
+import json
+
+import dspy
+import pytest
+
+from netcast.corpus import format_passage
+from netcast.optimize.annotations import annotation_demos, teach
+from netcast.programs import get_program
+from netcast.programs.iterkey.program import keywords_of
+from netcast.programs.knowledge import state
+
+QUESTION = "Which river flows through the city of the Eiffel Tower?"
+SEINE = "Seine: The Seine is a river that flows through Paris in France."
+EIFFEL = "Eiffel Tower: The Eiffel Tower is a wrought-iron lattice tower in Paris."
+GOLD_TEXTS = {SEINE, EIFFEL}
+HOPS = [
+    {"question": "In which city is the Eiffel Tower?", "answer": "Paris"},
+    {"question": "Which river flows through #1 ?", "answer": "the Seine"},
+]
+
+
+def annotated(qid: str = "q1", hops=(), facts=(0,)) -> dspy.Example:
+    gold = [
+        {"id": "seine", "title": "Seine", "text": SEINE.split(": ", 1)[1], "facts": list(facts)},
+        {"id": "eiffel", "title": "Eiffel Tower", "text": EIFFEL.split(": ", 1)[1], "facts": [0]},
+    ]
+    return dspy.Example(
+        id=qid,
+        question=QUESTION,
+        answers=["the Seine"],
+        answer="the Seine",
+        gold_ids=["seine", "eiffel"],
+        gold_passages=gold,
+        hops=list(hops),
+    ).with_inputs("question")
+
+
+def demos_of(name: str, bm25, example=None, **knobs) -> dict[str, list[dspy.Example]]:
+    program = get_program(name)(bm25, **knobs)
+    return annotation_demos(program, [example or annotated()], per_step=4)
+
+
+def unlabelled(item: str) -> str:
+    """``"[N2] title: text"`` -> ``"title: text"``."""
+    return item.split("] ", 1)[1]
+
+
+# --- iterative and combined --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["iterative", "combined"])
+def test_chunk_delete_deletes_exactly_the_retrieved_chunks_that_are_not_gold(name, bm25):
+    (demo,) = demos_of(name, bm25, k=4)["delete_chunks"]
+    assert set(demo.inputs().keys()) == {"question", "context", "retrieved"}
+    shown = {item.split("] ", 1)[0].strip("["): unlabelled(item) for item in demo.retrieved}
+    assert len(shown) == 4 and set(shown.values()) >= GOLD_TEXTS
+    assert demo.delete_ids == [label for label, text in shown.items() if text not in GOLD_TEXTS]
+    assert len(demo.delete_ids) == 2
+
+
+@pytest.mark.parametrize("name", ["iterative", "combined"])
+def test_decide_searches_the_missing_gold_title_then_answers(name, bm25):
+    # top-2 for the question: the Eiffel Tower and the Rhine; the Seine is missing
+    search, answer = demos_of(name, bm25, k=2)["decide"]
+    assert [unlabelled(c) for c in search.context] == [EIFFEL]
+    assert search.action == "search" and search.query == "Seine"
+    assert search.history == [f"search {QUESTION!r}: kept 1 new chunks, dropped 1"]
+    assert answer.action == "answer" and answer.query == ""
+    assert {unlabelled(c) for c in answer.context} == GOLD_TEXTS
+    (final,) = demos_of(name, bm25, k=2)["answer"]
+    assert final.answer == "the Seine" and set(final.context) == GOLD_TEXTS and final.notes == []
+
+
+def test_decide_searches_a_hops_sub_question_and_first_searches_when_retrieval_found_all(bm25):
+    search, _ = demos_of("iterative", bm25, annotated(hops=HOPS), k=2)["decide"]
+    assert search.query == "Which river flows through Paris?"
+    # top-3 holds both gold passages: the first turn, before any search, searches one
+    search, _ = demos_of("iterative", bm25, k=3)["decide"]
+    assert search.context == [] and search.history == [] and search.query == "Seine"
+
+
+# --- knowledge ---------------------------------------------------------------------------------
+
+
+def test_knowledge_plans_gold_queries_extracts_cited_facts_and_filters_the_gold(bm25):
+    demos = demos_of("knowledge", bm25, k=3)
+    (plan,) = demos["plan"]
+    assert plan.query == "Seine" and plan.required == [QUESTION] and plan.known == []
+    (extract,) = demos["extract"]
+    labels = {item.split("] ", 1)[0].strip("["): unlabelled(item) for item in extract.passages}
+    assert set(labels.values()) >= GOLD_TEXTS and len(labels) == 3
+    by_text = {format_passage(c.title, c.text): c for c in bm25.corpus}
+    chunks = {label: by_text[text] for label, text in labels.items()}
+    # every fact cites the passage that holds it and passes the program's own check
+    accepted, rejected = state.verified_facts(extract.known_facts, chunks, "explicit")
+    assert len(accepted) == 2 and rejected == [] and extract.still_required == []
+    assert "The Seine is a river that flows through Paris in France" in " ".join(accepted)
+    (flt,) = demos["filter"]
+    kept, not_verbatim = state.verified_segments(flt.segments, chunks, "exact")
+    assert {c.id for c, _ in kept} == {"seine#0", "eiffel#0"} and not_verbatim == []
+    assert flt.known == extract.known_facts and flt.required == []
+    (generate,) = demos["generate"]
+    assert generate.answer == "the Seine" and set(generate.context) == GOLD_TEXTS
+
+
+def test_knowledge_plans_the_first_hop_and_skips_extract_without_supporting_sentences(bm25):
+    demos = demos_of("knowledge", bm25, annotated(hops=HOPS, facts=()), k=3)
+    assert demos["plan"][0].query == "In which city is the Eiffel Tower?"
+    assert "extract" not in demos  # the Seine's supporting sentences are not in the record
+    (flt,) = demos["filter"]
+    assert any(s.endswith(SEINE.split(": ", 1)[1]) for s in flt.segments)  # kept whole
+    assert flt.required == [QUESTION]
+
+
+# --- iterkey -----------------------------------------------------------------------------------
+
+
+def test_iterkey_keywords_name_the_gold_titles_and_validation_judges_both_ways(bm25):
+    demos = demos_of("iterkey", bm25, k=3)
+    (generate,) = demos["generate"]
+    keywords = keywords_of(generate.keywords)
+    assert json.loads(generate.keywords) == keywords
+    assert keywords[:2] == ["Seine", "Eiffel Tower"] and {"river", "city"} <= set(keywords)
+    (answer,) = demos["answer"]
+    assert answer.answer == "the Seine" and set(answer.context) >= GOLD_TEXTS
+    right, wrong = demos["validate"]
+    assert (right.answer, right.is_correct) == ("the Seine", True)
+    assert wrong.is_correct is False and wrong.answer not in {"Seine", "Eiffel Tower"}
+    assert any(d.startswith(f"{wrong.answer}:") for d in wrong.documents)  # a shown document's
+    assert demos["validate_next_token"] == demos["validate"]
+    assert "regenerate" not in demos  # the question's own keywords find both in the top 3
+
+
+def test_iterkey_regenerates_to_the_gold_titles_when_the_question_keywords_miss_one(bm25):
+    demos = demos_of("iterkey", bm25, k=2)  # the question's keywords: the Eiffel Tower, the Rhine
+    (regenerate,) = demos["regenerate"]
+    assert regenerate.previous_keywords == ["river", "flows", "city", "Eiffel", "Tower"]
+    assert regenerate.keywords == demos["generate"][0].keywords
+    assert set(demos["answer"][0].context) == GOLD_TEXTS
+
+
+# --- search_r1 ---------------------------------------------------------------------------------
+
+
+def test_search_r1_searches_a_missing_gold_passage_then_answers(bm25):
+    demos = demos_of("search_r1", bm25, k=1)
+    search, answer = demos["step"]
+    assert search.trace == [f"search: {QUESTION}", f"information: {EIFFEL}"]
+    assert (search.action, search.query, search.answer) == ("search", "Seine", "")
+    assert (answer.action, answer.query, answer.answer) == ("answer", "", "the Seine")
+    assert SEINE in answer.trace[1] and EIFFEL in answer.trace[1]
+    (final,) = demos["answer"]
+    assert final.answer == "the Seine" and set(final.context) == GOLD_TEXTS
+    hopped, _ = demos_of("search_r1", bm25, annotated(hops=HOPS), k=1)["step"]
+    assert hopped.query == "Which river flows through Paris?"
+
+
+# --- teach: into the predictors and the prompts ------------------------------------------------
+
+
+def respond(prompt: str) -> dict:
+    """A scripted reply for whichever step the prompt is (by its output fields)."""
+    if "[[ ## delete_ids ## ]]" in prompt:
+        return {"delete_ids": "[]"}
+    if "[[ ## trace ## ]]" in prompt:
+        return {"reasoning": "r", "action": "answer", "query": "", "answer": "Paris"}
+    if "[[ ## history ## ]]" in prompt and "[[ ## action ## ]]" in prompt:
+        return {"reasoning": "r", "action": "answer", "query": ""}
+    if "[[ ## focus ## ]]" in prompt:
+        return {"query": "capital of France"}
+    if "[[ ## still_required ## ]]" in prompt:
+        return {"known_facts": '["Paris is the capital of France (P1)"]', "still_required": "[]"}
+    if "[[ ## segments ## ]]" in prompt:
+        return {"segments": '["[P1] Paris is the capital and largest city of France."]'}
+    if "[[ ## is_correct ## ]]" in prompt:
+        return {"is_correct": "True"}
+    if "[[ ## keywords ## ]]" in prompt:
+        return {"keywords": '["Paris", "capital"]'}
+    return {"answer": "Paris"}
+
+
+# the steps taught (the others get none)
+STEPS = {
+    "iterative": {"decide", "delete_chunks", "answer"},
+    "combined": {"decide", "delete_chunks", "answer"},
+    "knowledge": {"plan", "extract", "filter", "generate"},
+    "iterkey": {"generate", "answer", "validate", "validate_next_token"},
+    "search_r1": {"step", "answer"},
+}
+KNOBS = {
+    "iterative": {"k": 3},
+    "combined": {"k": 3, "token_budget": 40},
+    "knowledge": {"k": 3, "candidates": 1},
+    "iterkey": {"k": 3, "validation": "text"},
+    "search_r1": {"k": 2},
+}
+
+
+@pytest.mark.parametrize("name", sorted(STEPS))
+def test_teach_puts_the_demos_into_the_prompts_and_the_program_still_runs(name, scripted_lm, bm25):
+    _, engine = scripted_lm(respond)
+    program = get_program(name)(bm25, **KNOBS[name])
+    taught = teach(program, [annotated("a"), annotated("b")], per_step=2)
+    counts = {n.removesuffix(".predict"): len(p.demos) for n, p in taught.named_predictors()}
+    assert counts == {step: 2 if step in STEPS[name] else 0 for step in counts}
+    assert STEPS[name] <= set(counts)
+    assert all(len(p.demos) == 0 for _, p in program.named_predictors())  # the original
+    prediction = taught(question="What is the capital of France?")
+    assert prediction.answer == "Paris"
+    assert engine.prompts and all(QUESTION in prompt for prompt in engine.prompts)
