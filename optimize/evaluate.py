@@ -129,7 +129,9 @@ def evaluate(
     Up to ``max_errors`` failing questions are tolerated (reported in ``errors``, not saved, so
     a rerun retries them); past that the run stops, keeping what finished.
     """
-    log = RunLog(run_dir, run_info or {}) if run_dir is not None else None
+    defaults = getattr(program, "knob_defaults", None)
+    defaults = defaults() if callable(defaults) else None
+    log = RunLog(run_dir, run_info or {}, defaults) if run_dir is not None else None
     done = log.rows if log is not None else {}
     by_id = {ex.id: ex for ex in examples}
     todo = [ex.id for ex in examples if ex.id not in done]

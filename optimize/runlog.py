@@ -11,15 +11,34 @@ from typing import Any
 from netcast.errors import InputError
 
 
+def newer_knobs_at_default(
+    stored: dict[str, Any], info: dict[str, Any], defaults: dict[str, Any]
+) -> dict[str, Any]:
+    """``info`` without the knobs ``stored`` predates that are at their ``defaults`` (a knob
+    added to the program since the run, whose default keeps the program as it ran)."""
+    old, new = stored.get("knobs"), info.get("knobs")
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return info
+    added = {k for k in new.keys() - old.keys() if k in defaults and new[k] == defaults[k]}
+    return {**info, "knobs": {k: v for k, v in new.items() if k not in added}}
+
+
 class RunLog:
-    def __init__(self, run_dir: str | Path, info: dict[str, Any]):
+    def __init__(
+        self,
+        run_dir: str | Path,
+        info: dict[str, Any],
+        knob_defaults: dict[str, Any] | None = None,
+    ):
+        """``knob_defaults``: the program's knob defaults, so a run saved before a knob was
+        added (at a default that keeps the program as it ran) still resumes."""
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         meta_path = self.dir / "run.json"
         if meta_path.exists():
             stored = json.loads(meta_path.read_text())
-            if stored != info:
+            if stored != newer_knobs_at_default(stored, info, knob_defaults or {}):
                 changed = sorted(k for k in {*stored, *info} if stored.get(k) != info.get(k))
                 raise InputError(
                     f"{self.dir} holds a different run (differs in: {', '.join(changed)}); "

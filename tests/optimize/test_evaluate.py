@@ -106,6 +106,22 @@ def test_a_run_directory_of_another_run_is_refused(scripted_lm, bm25, last_quest
         evaluate(BasicRAG(bm25), examples()[:1], run_dir=tmp_path, run_info={"top_k": 3})
 
 
+def test_a_run_saved_before_a_knob_was_added_resumes_only_at_its_default(
+    scripted_lm, bm25, last_question, tmp_path
+):
+    lm, engine = scripted_lm(answer_by_question(last_question))
+    older = {"knobs": {"top_k": 5, "chain_of_thought": False}}  # before rerank_pool existed
+    (tmp_path / "run.json").write_text(json.dumps(older))
+    program = BasicRAG(bm25, top_k=5, chain_of_thought=False)
+    info = {"knobs": program.knobs}
+    assert "rerank_pool" in info["knobs"]
+    result = evaluate(program, examples()[:1], run_dir=tmp_path, run_info=info, progress=False)
+    assert result.aggregate["n"] == 1
+    changed = BasicRAG(bm25, top_k=5, chain_of_thought=False, rerank_pool=10)
+    with pytest.raises(InputError, match="different run.*knobs"):
+        evaluate(changed, examples()[:1], run_dir=tmp_path, run_info={"knobs": changed.knobs})
+
+
 def test_failures_are_reported_kept_out_of_the_log_and_retried(
     scripted_lm, bm25, last_question, tmp_path
 ):
