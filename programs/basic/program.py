@@ -9,12 +9,11 @@ from __future__ import annotations
 import dspy
 from pydantic import field_validator
 
-from netcast.errors import InputError
 from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.shared import annotations
-from netcast.programs.shared.rerank import parse_signal, rerank
+from netcast.programs.shared.rerank import rerank, valid_signal
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 
@@ -34,11 +33,7 @@ class BasicRAG(NetcastProgram):
         @field_validator("rerank_signal")
         @classmethod
         def _known_signal(cls, value: str) -> str:
-            try:
-                parse_signal(value)
-            except InputError as err:
-                raise ValueError(str(err)) from None
-            return value
+            return valid_signal(value)
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)

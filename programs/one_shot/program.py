@@ -4,7 +4,9 @@ covering query entities the selection lacks, optionally crop chunks to their rel
 (an LLM step, checked to be verbatim), and fill the token budget by knapsack selection over
 relevance (Eq. 1, raw retriever scores; see ``netcast.programs.shared.budget``); then answer
 once. Filter and crop run before the budget is filled, so freed tokens are refilled from the
-pool.
+pool. ``relevance_signal`` replaces the retriever's scores with another signal's
+(``programs.shared.rerank``: dense cosine, question likelihood, the model's verdict, or a
+fusion), normalized the same way; the default is the paper's.
 
 The pool holds ``pool_factor`` (2) budgets' worth of tokens (at most 1,000 chunks), so the
 budget binds: a fixed top-50 pool (~6k tokens) never fills the paper's 32k and Top-K_max would
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import dspy
+from pydantic import field_validator
 
 from netcast import trace
 from netcast.corpus import Chunk, format_passage
@@ -36,6 +39,7 @@ from netcast.programs.shared.budget import (
     relevance,
     select,
 )
+from netcast.programs.shared.rerank import relevance_scores, valid_signal
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 Rule = Literal["declared_year", "declared_region", "text_year", "text_date", "entity_alignment"]
@@ -96,6 +100,15 @@ class OneShot(NetcastProgram):
         crop_match: Literal["exact", "fuzzy"] = "fuzzy"
         crop_threshold: float = knobs.knob(0.9, ge=0.5, le=1.0)
         crop_drops: bool = True  # "no sentence helps" removes the chunk (paper, Table 2)
+        # the knapsack's relevance values (Eq. 1's r_i): the retriever's scores (the paper's),
+        # or a programs.shared.rerank signal over the pool; no search range: model signals
+        # cost a call per pooled chunk
+        relevance_signal: str = "retriever"
+
+        @field_validator("relevance_signal")
+        @classmethod
+        def _known_signal(cls, value: str) -> str:
+            return valid_signal(value)
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
@@ -119,7 +132,13 @@ class OneShot(NetcastProgram):
         else:
             pool = budget_pool(hits[:depth], budget, k["pool_factor"])
         ranked = hits[: len(pool) + wide]
-        rel = relevance([h.score for h in ranked], self.retriever.kind)
+        if k["relevance_signal"] == "retriever":
+            scores = [h.score for h in ranked]
+        else:  # the wider ranks (the filter's add step) keep the pool's worst value
+            lm = self.answer.predictors()[0].lm or dspy.settings.lm  # the program's own, if bound
+            scores = relevance_scores(question, pool, k["relevance_signal"], lm=lm)
+            scores += [min(scores, default=0.0)] * (len(ranked) - len(pool))
+        rel = relevance(scores, self.retriever.kind)
         everything = [
             Candidate(h.chunk, float(r), h.chunk.text, h.chunk.n_tokens)
             for h, r in zip(ranked, rel, strict=True)

@@ -12,11 +12,13 @@ Signals (``score(signal, question, hits, lm)``, one score per hit, higher is bet
 - ``rrf:a+b[+c]``: reciprocal-rank fusion (k = 60) of the rankings of any of the above.
 
 Pure functions, no state: the pool, the question and the model go in, scores come out.
-``rerank`` records what it did (signal, pool ids, scores, kept ids, seconds) as a ``rerank``
-stage of the active trace."""
+``relevance_scores`` gives a signal's positive values for a selection that weighs them
+(One-SHOT's knapsack). Both record what they did (signal, pool ids, scores, kept ids,
+seconds) as a ``rerank`` stage of the active trace."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -51,6 +53,15 @@ def parse_signal(signal: str) -> tuple[str, ...]:
             "or rrf:a+b[+c] of them"
         )
     return parts
+
+
+def valid_signal(value: str) -> str:
+    """A pydantic field validator's body for a knob naming a signal (``ValueError``)."""
+    try:
+        parse_signal(value)
+    except InputError as err:
+        raise ValueError(str(err)) from None
+    return value
 
 
 def score(signal: str, question: str, hits: list[Hit], lm: Any = None) -> list[float]:
@@ -109,6 +120,25 @@ def rerank(question: str, hits: list[Hit], signal: str, keep: int, lm: Any = Non
     start = time.perf_counter()
     scores = score(signal, question, hits, lm)
     kept = [Hit(hits[i].chunk, scores[i]) for i in order(signal, scores)[:keep]]
+    record(signal, hits, scores, kept, start)
+    return kept
+
+
+def relevance_scores(question: str, hits: list[Hit], signal: str, lm: Any = None) -> list[float]:
+    """Positive relevance values of the pool under ``signal`` for a selection that weighs them
+    (One-SHOT's knapsack): the signal's scores, with ``likelihood``'s mean log-probability
+    turned into a per-token probability (its exponential); recorded as a ``rerank`` stage
+    that keeps the whole pool."""
+    start = time.perf_counter()
+    scores = score(signal, question, hits, lm)
+    if signal == "likelihood":
+        scores = [math.exp(s) for s in scores]
+    record(signal, hits, scores, hits, start)
+    return scores
+
+
+def record(signal: str, hits: list[Hit], scores: list[float], kept: list[Hit], start: float):
+    """The ``rerank`` stage of the active trace: signal, pool ids, scores, kept ids, seconds."""
     active = trace.current()
     if active is not None:
         active.add_stage(
@@ -119,7 +149,6 @@ def rerank(question: str, hits: list[Hit], signal: str, keep: int, lm: Any = Non
             kept=[h.chunk.id for h in kept],
             seconds=round(time.perf_counter() - start, 6),
         )
-    return kept
 
 
 def check_likelihood(lm: Any) -> None:

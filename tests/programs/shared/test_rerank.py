@@ -196,3 +196,34 @@ def _chunk(title, text):
     from netcast.corpus import Chunk
 
     return Chunk(id=f"{title.lower()}#0", doc_id=title.lower(), title=title, text=text, n_tokens=0)
+
+
+def test_one_shot_fills_its_budget_by_the_relevance_signal_with_it_in_the_trace(bm25):
+    from netcast.programs import get_program
+
+    lm, engine = scoring_lm()
+    question = "Which river is in the capital city of France or Germany?"
+    pool = bm25.search(question, 4)
+    assert doc_ids(pool)[:2] == ["paris", "berlin"] and set(FAVOURED) <= set(doc_ids(pool))
+    budget = sum(sorted(h.chunk.n_tokens for h in pool)[-2:])  # room for two chunks, not three
+    assert budget < sum(sorted(h.chunk.n_tokens for h in pool)[:3])
+    knobs = {"pool_size": 4, "token_budget": budget}
+    shipped = get_program("one_shot")(bm25, **knobs)
+    shipped.set_lm(lm)
+    default = shipped(question=question)
+    assert default.trace["stages"][0]["stage"] == "select"  # the paper's: BM25 scores, no rerank
+    assert {bm25.corpus[c].doc_id for c in default.evidence} == {"paris", "berlin"}
+
+    program = get_program("one_shot")(bm25, relevance_signal="likelihood", **knobs)
+    program.set_lm(lm)
+    prediction = program(question=question)
+    assert [bm25.corpus[c].doc_id for c in prediction.evidence] == list(FAVOURED)
+    rerank_stage, select_stage = prediction.trace["stages"]
+    assert rerank_stage["stage"] == "rerank" and rerank_stage["signal"] == "likelihood"
+    assert rerank_stage["ids"] == rerank_stage["kept"] == [h.chunk.id for h in pool]
+    seine = rerank_stage["ids"].index(next(h.chunk.id for h in pool if h.chunk.doc_id == "seine"))
+    assert rerank_stage["scores"][seine] == pytest.approx(math.exp(-0.1), abs=1e-6)
+    assert select_stage["selected"] == 2
+    assert prediction.trace["lm_calls"] == 4 + 1  # one pass a pooled chunk, one answer
+    with pytest.raises(InputError, match="knob 'relevance_signal'.*unknown rerank signal"):
+        get_program("one_shot")(None, relevance_signal="bogus")
