@@ -19,6 +19,10 @@ A deletion that names every chunk of a retrieval is rejected by default (counted
 ``delete_chunks`` check; nothing is dropped): told to list the chunks to drop, the 0.5B embedded
 model listed them all (252 of 259 retrieved chunks deleted on 40 HotpotQA dev questions, 38 of
 them answered from an empty context). ``allow_delete_all=True`` is the paper's rule.
+``delete_signal`` adds a score threshold beside the model's deletion (``programs.shared.rerank``:
+a chunk scored below ``delete_below`` times the retrieval's best is dropped too; the best never
+is, nor, unless allowed, every chunk of a retrieval); off by default (the paper's deletion is the
+model's alone).
 
 The working context is program state: chunks under short labels ([C1], [C2], ...); chunks just
 retrieved are shown to chunk_delete as [N1], [N2], ... and a deletion can only name those. The
@@ -30,6 +34,7 @@ from typing import Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
+from pydantic import field_validator
 
 from netcast import trace
 from netcast.corpus import Chunk, doc_id_of_chunk, format_passage
@@ -38,7 +43,13 @@ from netcast.programs.base import NetcastProgram
 from netcast.programs.iterative.signatures import DeleteChunks, FinalAnswer, NextAction
 from netcast.programs.registry import register
 from netcast.programs.shared import annotations
-from netcast.programs.shared.budget import budgeted_hits, candidate_hits, default_token_budget
+from netcast.programs.shared.budget import (
+    budgeted_hits,
+    candidate_hits,
+    default_token_budget,
+    relevance,
+)
+from netcast.programs.shared.rerank import relevance_scores, valid_signal
 from netcast.retrievers.base import Hit
 from netcast.signatures import ANSWER_TOKENS, Contextualize
 
@@ -125,6 +136,16 @@ class Iterative(NetcastProgram):
         dedup: bool = False  # test-time modules (netcast.programs.shared.search)
         contextualize: bool = False
         aux_model: str | None = None
+        # a score threshold beside the model's own deletion: with a programs.shared.rerank
+        # signal, a chunk just retrieved whose score is below delete_below times the best of
+        # its retrieval is dropped too (the best never is); None: the model's deletion only
+        delete_signal: str | None = None
+        delete_below: float = knobs.knob(0.5, ge=0.0, le=1.0)
+
+        @field_validator("delete_signal")
+        @classmethod
+        def _known_signal(cls, value: str | None) -> str | None:
+            return value if value is None else valid_signal(value)
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
@@ -162,7 +183,8 @@ class Iterative(NetcastProgram):
         return budgeted_hits(pool, self.retriever.kind, budget)
 
     def filter_new(self, question: str, context: WorkingContext, hits: list[Hit]) -> list[str]:
-        """chunk_delete over the chunks just retrieved: the ids of those it drops."""
+        """chunk_delete over the chunks just retrieved (and ``delete_signal``'s threshold beside
+        it): the ids of those it drops."""
         labels = labelled_new(hits)
         shown = [
             f"[{label}] {format_passage(h.chunk.title, h.chunk.text)}"
@@ -184,14 +206,36 @@ class Iterative(NetcastProgram):
             ).delete_ids
         except AdapterParseError:
             trace.count("delete_chunks", "fallbacks")  # keep every retrieved chunk
-            return []
+            return self.below_threshold(question, hits)[0]
         chosen = chosen_labels(list(raw or []), labels)
+        below, best = self.below_threshold(question, hits)
         if labels and len(chosen) == len(labels) and not self.knobs["allow_delete_all"]:
             trace.check("delete_chunks", False, "deletes every chunk just retrieved")
             trace.withhold_demo(self.delete_chunks)  # not a demonstration to bootstrap
-            return []
+            return below
         trace.check("delete_chunks", True)
-        return [labels[label].chunk.id for label in chosen]
+        deleted = [labels[label].chunk.id for label in chosen]
+        deleted += [cid for cid in below if cid not in deleted]
+        if len(deleted) == len(hits) and not self.knobs["allow_delete_all"]:
+            deleted.remove(best)  # the model dropped the signal's best, the scores the rest
+        return deleted
+
+    def below_threshold(self, question: str, hits: list[Hit]) -> tuple[list[str], str | None]:
+        """With ``delete_signal``: the ids of the chunks just retrieved whose score is below
+        ``delete_below`` times the best (``relevance_scores``; a ``rerank`` stage of the
+        trace), never the best one, and the best one's id; without: nothing."""
+        signal = self.knobs["delete_signal"]
+        if signal is None or not hits:
+            return [], None
+        lm = self.answer.predictors()[0].lm or dspy.settings.lm  # the program's own, if bound
+        values = relevance(relevance_scores(question, hits, signal, lm=lm), "score")
+        best = max(range(len(hits)), key=lambda i: values[i])
+        drops = [
+            h.chunk.id
+            for i, h in enumerate(hits)
+            if values[i] < self.knobs["delete_below"] and i != best
+        ]
+        return drops, hits[best].chunk.id
 
     def forward(self, question: str) -> dspy.Prediction:
         k = self.knobs

@@ -293,3 +293,54 @@ def test_a_rejected_deletion_never_becomes_a_bootstrapped_demonstration(scripted
     assert steps([["N1", "N2", "N3"]]) == ["decide", "decide", "answer"]
     # ... while an accepted deletion stays, for an optimizer to learn from
     assert steps([["N1"]]) == ["decide", "delete_chunks", "decide", "answer"]
+
+
+def scoring_lm(respond, favour):
+    """A scripted model that also scores passages: the question's log-probability given a
+    passage (the likelihood signal) is ``favour(passage)``."""
+    import dspy
+
+    from helpers import ScriptedEngine
+    from netcast.models.factory import use_netcast_cache
+
+    class Scoring(ScriptedEngine):
+        def continuation_logprobs(self, context, continuation):
+            return [favour(context)], 1
+
+    use_netcast_cache()
+    return dspy.LM("scripted/scoring", engine=Scoring(respond), cache=False, num_retries=0)
+
+
+def test_a_delete_signal_drops_low_scored_chunks_beside_the_models_deletion(docs):
+    def favour(passage):  # Seine best, Paris next, the rest far below
+        return -0.1 if "Seine" in passage else -0.4 if "Paris is" in passage else -3.0
+
+    def run(deletions, **knobs):
+        lm = scoring_lm(agent([{"action": "search", "query": "Paris"}], deletions), favour)
+        program = Iterative(docs, k=4, fallback=False, max_turns=1, **knobs)
+        program.set_lm(lm)
+        return program(question="Which river flows through Paris?")
+
+    shipped = run([[]])
+    assert len(shipped.trace["turns"][0]["returned"]) == 3 and shipped.trace["stages"] == []
+    first = shipped.trace["turns"][0]
+    assert first["deleted"] == [] and first["added"] == first["returned"]
+
+    scored = run([[]], delete_signal="likelihood", delete_below=0.5)
+    first = scored.trace["turns"][0]
+    by_doc = {docs.corpus[c].doc_id: c for c in first["returned"]}
+    assert {"seine", "paris"} <= set(by_doc)
+    # Paris scores exp(-0.4) / exp(-0.1) = 0.74 of the best: kept; France 0.06: dropped
+    assert set(first["added"]) == {by_doc["seine"], by_doc["paris"]}
+    assert set(first["deleted"]) == set(first["returned"]) - set(first["added"])
+    (stage,) = scored.trace["stages"]
+    assert stage["stage"] == "rerank" and stage["signal"] == "likelihood"
+    assert stage["ids"] == first["returned"]
+
+    # the model drops the signal's best, the threshold the rest: the whole retrieval would
+    # go, so the signal's best stays
+    label = f"N{first['returned'].index(by_doc['seine']) + 1}"
+    strict = run([[label]], delete_signal="likelihood", delete_below=0.8)
+    first = strict.trace["turns"][0]
+    assert first["added"] == [by_doc["seine"]]
+    assert len(first["deleted"]) == 2
