@@ -80,14 +80,20 @@ class NetcastProgram(dspy.Module):
 
     def search_session(self, question: str, contextualizer: dspy.Module | None = None):
         """A per-question search step with the de-duplication and contextualization modules
-        switched on by the ``dedup`` / ``contextualize`` knobs (when the program has them)."""
+        switched on by the ``dedup`` / ``contextualize`` knobs, and the precision step by
+        ``rerank_pool`` / ``rerank_signal`` (when the program has them; a model signal scores
+        with the program's own model)."""
         use_memory = bool(self.knobs.get("contextualize")) and contextualizer is not None
+        bound = next((p.lm for p in self.predictors() if p.lm is not None), None)
         return SearchSession(
             self.search,
             question,
             dedup=bool(self.knobs.get("dedup")),
             contextualizer=contextualizer if use_memory else None,
             aux_lm=self.aux_lm(),
+            rerank_pool=int(self.knobs.get("rerank_pool") or 0),
+            rerank_signal=self.knobs.get("rerank_signal") or "retriever",
+            rerank_lm=bound or dspy.settings.lm,
         )
 
     def aux_lm(self):

@@ -7,7 +7,14 @@ import re
 from netcast.corpus import Document
 from netcast.testing import ScriptedEngine, chat_output
 
-__all__ = ["DOCS", "ScriptedEngine", "WordCounter", "chat_output", "last_question"]
+__all__ = [
+    "DOCS",
+    "ScriptedEngine",
+    "WordCounter",
+    "chat_output",
+    "last_question",
+    "scoring_lm",
+]
 
 
 class WordCounter:
@@ -35,3 +42,18 @@ DOCS = [
     Document("seine", "Seine", "The Seine is a river that flows through Paris in France."),
     Document("louvre", "Louvre", "The Louvre is the world's most-visited art museum, in Paris."),
 ]
+
+
+def scoring_lm(respond, favour):
+    """A scripted model (replies from ``respond``) that also scores passages for the likelihood
+    rerank signal: the question's mean log-probability given a passage is ``favour(passage)``."""
+    import dspy
+
+    from netcast.models.factory import use_netcast_cache
+
+    class Scoring(ScriptedEngine):
+        def continuation_logprobs(self, context, continuation):
+            return [favour(context)], 1
+
+    use_netcast_cache()
+    return dspy.LM("scripted/scoring", engine=Scoring(respond), cache=False, num_retries=0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
+from pydantic import field_validator
 
 from netcast import trace
 from netcast.corpus import doc_id_of_chunk
@@ -17,6 +18,7 @@ from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.search_r1.signatures import ReasonAndAct
 from netcast.programs.shared import annotations
+from netcast.programs.shared.rerank import valid_signal
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion, Contextualize
 
 
@@ -32,6 +34,16 @@ class SearchR1(NetcastProgram):
         # litellm model string for contextualization; None: the main model
         aux_model: str | None = None
         search_first: bool = True  # nothing retrieved yet: an answer becomes a search
+        # a precision step in front of each search's results (programs.shared.search): fetch
+        # rerank_pool candidates, keep the k that rerank_signal scores best against the query
+        # (0: none, the top k); no search range: model signals cost a call per candidate
+        rerank_pool: int = knobs.knob(0, ge=0)
+        rerank_signal: str = "retriever"
+
+        @field_validator("rerank_signal")
+        @classmethod
+        def _known_signal(cls, value: str) -> str:
+            return valid_signal(value)
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)

@@ -8,6 +8,10 @@
   passages helps answer the question to a memory cache that only ever grows;
 - hybrid (§3.3): de-duplication, then contextualization.
 
+A precision step may sit in front of them (``rerank_pool``): each retrieval fetches that many
+candidates and keeps the ``k`` a ``programs.shared.rerank`` signal scores best against the query;
+only the kept ones count as seen.
+
 A ``SearchSession`` holds one question's state (seen ids, memory) explicitly."""
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import dspy
 
 from netcast.corpus import format_passage
 from netcast.programs.shared.lists import parse_list
+from netcast.programs.shared.rerank import rerank
 from netcast.retrievers.base import Hit
 
 EMPTY_MEMORY = "(memory is empty: nothing useful has been found yet)"
@@ -34,8 +39,16 @@ class SearchSession:
         dedup: bool = False,
         contextualizer: dspy.Module | None = None,
         aux_lm: Any = None,
+        rerank_pool: int = 0,
+        rerank_signal: str = "retriever",
+        rerank_lm: Any = None,
     ):
         self._search = search
+        self.rerank_pool, self.rerank_signal, self.rerank_lm = (
+            rerank_pool,
+            rerank_signal,
+            rerank_lm,
+        )
         self.question = question
         self.dedup = dedup
         self.contextualizer = contextualizer
@@ -46,7 +59,11 @@ class SearchSession:
 
     def search(self, query: str, k: int) -> list[Hit]:
         exclude = set(self.seen) if self.dedup else set()
-        hits = self._search(query, k, exclude)
+        if self.rerank_pool > k:
+            pool = self._search(query, self.rerank_pool, exclude)
+            hits = rerank(query, pool, self.rerank_signal, k, lm=self.rerank_lm)
+        else:
+            hits = self._search(query, k, exclude)
         self.seen += [h.chunk.id for h in hits if h.chunk.id not in self.seen]
         if self.contextualizer is not None and hits:
             self.remember(hits)

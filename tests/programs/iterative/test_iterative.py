@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import WordCounter
+from helpers import WordCounter, scoring_lm
 from netcast.corpus import Corpus, Document
 from netcast.programs import Combined, Iterative
 from netcast.retrievers.bm25 import BM25Retriever
@@ -293,22 +293,6 @@ def test_a_rejected_deletion_never_becomes_a_bootstrapped_demonstration(scripted
     assert steps([["N1", "N2", "N3"]]) == ["decide", "decide", "answer"]
     # ... while an accepted deletion stays, for an optimizer to learn from
     assert steps([["N1"]]) == ["decide", "delete_chunks", "decide", "answer"]
-
-
-def scoring_lm(respond, favour):
-    """A scripted model that also scores passages: the question's log-probability given a
-    passage (the likelihood signal) is ``favour(passage)``."""
-    import dspy
-
-    from helpers import ScriptedEngine
-    from netcast.models.factory import use_netcast_cache
-
-    class Scoring(ScriptedEngine):
-        def continuation_logprobs(self, context, continuation):
-            return [favour(context)], 1
-
-    use_netcast_cache()
-    return dspy.LM("scripted/scoring", engine=Scoring(respond), cache=False, num_retries=0)
 
 
 def test_a_delete_signal_drops_low_scored_chunks_beside_the_models_deletion(docs):

@@ -1,3 +1,4 @@
+from helpers import scoring_lm
 from netcast.programs import SearchR1
 
 
@@ -121,3 +122,25 @@ def test_an_answer_before_any_search_becomes_a_search_for_the_question(scripted_
     assert first["action"] == "search" and first["forced"] and first["query"] == question
     assert prediction.answer == "Paris" and prediction.evidence
     assert prediction.trace["steps"]["step"]["fallbacks"] == 1
+
+
+def test_a_rerank_pool_puts_the_signals_best_into_the_information_step(bm25):
+    def favour(passage):  # Seine best, Louvre next, the rest far below
+        return -0.1 if "Seine" in passage else -0.5 if "Louvre" in passage else -3.0
+
+    query = "Paris France capital river museum"
+    pool = [h.chunk.id for h in bm25.search(query, 5)]
+    lm = scoring_lm(agent([{"action": "search", "query": query}]), favour)
+    program = SearchR1(bm25, k=2, rerank_pool=5, rerank_signal="likelihood")
+    program.set_lm(lm)
+    prediction = program(question="Which river flows through Paris?")
+    (search,) = prediction.trace["searches"]
+    assert search["k"] == 5 and search["ids"] == pool
+    (turn, _) = prediction.trace["turns"]
+    assert [bm25.corpus[c].doc_id for c in turn["returned"]] == ["seine", "louvre"]
+    assert prediction.evidence == turn["returned"]
+    (stage,) = prediction.trace["stages"]
+    assert stage["stage"] == "rerank" and stage["kept"] == turn["returned"]
+    step_prompts = [p for p in lm.engine.prompts if "[[ ## trace ## ]]" in p]
+    others = [c for c in pool if c not in turn["returned"]]
+    assert all(bm25.corpus[c].text not in step_prompts[1] for c in others)

@@ -82,3 +82,33 @@ def test_the_aux_model_wins_over_the_lm_a_loaded_program_is_bound_to(scripted_lm
     no_aux = SearchSession(bm25.search, "q", contextualizer=contextualizer)
     no_aux.search("Paris", 1)
     assert no_aux.memory == ["from main"]  # without an aux model: the bound LM
+
+
+class Scorer:
+    """Question likelihood by passage: Seine best, Louvre next, the rest far below."""
+
+    def continuation_logprobs(self, context, continuation):
+        return [-0.1 if "Seine" in context else -0.5 if "Louvre" in context else -3.0], 1
+
+
+def test_a_rerank_pool_keeps_the_signals_best_and_only_they_count_as_seen(bm25):
+    from types import SimpleNamespace
+
+    search, calls = recorder(bm25)
+    lm = SimpleNamespace(engine=Scorer(), model="scorer")
+    session = SearchSession(
+        search, "q", dedup=True, rerank_pool=5, rerank_signal="likelihood", rerank_lm=lm
+    )
+    query = "Paris France capital river museum"
+    pool = [h.chunk.doc_id for h in bm25.search(query, 5)]
+    assert pool[:2] != ["seine", "louvre"] and {"seine", "louvre"} <= set(pool)
+    first = session.search(query, 2)
+    assert [h.chunk.doc_id for h in first] == ["seine", "louvre"]
+    assert calls[0][1] == 5  # the pool was fetched
+    assert session.seen == [h.chunk.id for h in first]  # the discarded three stay unseen
+    second = session.search(query, 2)
+    assert calls[1][2] == {h.chunk.id for h in first}
+    assert not {h.chunk.id for h in second} & set(session.seen[:2])
+    # without a pool (the default), the top k as the retriever ranks them
+    plain = SearchSession(search, "q", rerank_signal="likelihood", rerank_lm=lm)
+    assert [h.chunk.doc_id for h in plain.search(query, 2)] == pool[:2]
