@@ -357,3 +357,24 @@ def test_an_uncited_fact_enters_known_cited_for_its_passage_unless_citations_are
     assert inferred["unsupported_facts"] == ["Rome is in Italy"]  # no passage holds it
     explicit = run(cite="explicit")
     assert explicit["known"] == [] and len(explicit["unsupported_facts"]) == 2
+
+
+def test_a_rerank_pool_shows_the_filter_only_the_passages_the_signal_keeps(bm25):
+    from helpers import scoring_lm
+
+    def favour(passage):  # Seine best, Louvre next, the rest far below
+        return -0.1 if "Seine" in passage else -0.5 if "Louvre" in passage else -3.0
+
+    query = "Paris France capital river museum"
+    pool = [h.chunk.id for h in bm25.search(query, 5)]
+    prompts = []
+    respond = scripted(plans=[query], extracts=[([], [])], prompts=prompts)
+    program = KnowledgeAware(bm25, k=2, candidates=1, rerank_pool=5, rerank_signal="likelihood")
+    program.set_lm(scoring_lm(respond, favour))
+    prediction = program(question="Which river flows through Paris?")
+    (turn,) = prediction.trace["turns"]
+    assert prediction.trace["searches"][0]["ids"] == pool
+    assert [bm25.corpus[c].doc_id for c in turn["returned"]] == ["seine", "louvre"]
+    (filter_prompt,) = [p for kind, p in prompts if kind == "filter"]
+    for cid in pool:
+        assert (bm25.corpus[cid].text in filter_prompt) == (cid in turn["returned"])
