@@ -69,8 +69,17 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory; give a .jsonl file")
+    with path.open("rb") as handle:  # decoded line by line, so a bad byte names its line
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(
+                    f"{path}:{line_no}: not UTF-8 text (byte {raw[err.start]:#04x} at column "
+                    f"{err.start + 1}); give a UTF-8 .jsonl file"
+                ) from None
             if not line.strip():
                 continue
             try:

@@ -137,7 +137,7 @@ def evaluate(
         Optional[Path], typer.Option(help="documents JSONL for datasets without passages")  # noqa: UP045
     ] = None,
     knob: KnobOpt = None,
-    threads: Annotated[int, typer.Option(help="parallel questions")] = 1,
+    threads: Annotated[int, typer.Option(help="parallel questions", min=1)] = 1,
     judge: Annotated[bool, typer.Option(help="also score answers with an LLM judge")] = False,
     judge_model: Annotated[
         Optional[str], typer.Option(help="judge model (default: --model)")  # noqa: UP045
@@ -148,7 +148,7 @@ def evaluate(
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
     constrained: ConstrainedOpt = True,
-    max_errors: Annotated[int, typer.Option(help="failed questions tolerated")] = 3,
+    max_errors: Annotated[int, typer.Option(help="failed questions tolerated", min=0)] = 3,
 ) -> None:
     """Run a program on a dataset split; print quality and cost; save per-question results."""
     from netcast.optimize.workflow import run_evaluation
@@ -194,8 +194,8 @@ def index(
     ] = None,
     retriever: RetrieverOpt = "bm25",
     chunking: Annotated[str, typer.Option(help="paragraph | window")] = "paragraph",
-    window: Annotated[int, typer.Option(help="window size in tokens")] = 200,
-    overlap: Annotated[int, typer.Option(help="window overlap in tokens")] = 40,
+    window: Annotated[int, typer.Option(help="window size in tokens", min=1)] = 200,
+    overlap: Annotated[int, typer.Option(help="window overlap in tokens", min=0)] = 40,
     model: ModelOpt = None,
 ) -> None:
     """Chunk documents, build a BM25, dense or hybrid index and save it."""
@@ -315,12 +315,12 @@ def compile_cmd(
     retriever: RetrieverOpt = "bm25",
     knob: KnobOpt = None,
     seed: Annotated[int, typer.Option(help="optimizer seed")] = 0,
-    threads: Annotated[int, typer.Option(help="parallel questions")] = 1,
+    threads: Annotated[int, typer.Option(help="parallel questions", min=1)] = 1,
     from_dir: Annotated[
         Optional[Path], typer.Option("--from", help="recompile this artifact's recipe")  # noqa: UP045
     ] = None,
     retune: Annotated[bool, typer.Option(help="with --from: re-tune knobs first")] = False,
-    trials: Annotated[int, typer.Option(help="with --retune: tuning trials")] = 6,
+    trials: Annotated[int, typer.Option(help="with --retune: tuning trials", min=1)] = 6,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
 ) -> None:
@@ -395,7 +395,7 @@ def compile_cmd(
 def tune(
     program: Annotated[str, typer.Option(help="strategy name")] = "basic",
     dataset: Annotated[str, typer.Option(help="dataset name or .jsonl")] = "hotpotqa-sample",
-    trials: Annotated[int, typer.Option(help="finished trials the study should hold")] = 6,
+    trials: Annotated[int, typer.Option(help="finished trials the study should hold", min=1)] = 6,
     objectives: Annotated[
         str, typer.Option(help="quality[,cost]: f1,cost | f1,calls | em")
     ] = "f1,cost",
@@ -422,7 +422,7 @@ def tune(
         Optional[Path], typer.Option(help="export the picked trial as an artifact")  # noqa: UP045
     ] = None,
     seed: Annotated[int, typer.Option()] = 0,
-    heartbeat: Annotated[int, typer.Option(help="seconds; stale trials are retried")] = 30,
+    heartbeat: Annotated[int, typer.Option(help="seconds; stale trials are retried", min=1)] = 30,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
 ) -> None:
@@ -502,7 +502,7 @@ def bench(
             "passages) or closed (no passage); the report shows the share of the gap closed"
         ),
     ] = None,
-    threads: Annotated[int, typer.Option(help="parallel questions")] = 1,
+    threads: Annotated[int, typer.Option(help="parallel questions", min=1)] = 1,
     run_dir: Annotated[
         Optional[Path], typer.Option(help="default: runs/bench-<settings hash>")  # noqa: UP045
     ] = None,

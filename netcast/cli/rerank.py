@@ -30,8 +30,8 @@ def rerank_check(
     dataset: Annotated[str, typer.Option(help="dataset name or a .jsonl file (with gold ids)")],
     split: Annotated[str, typer.Option(help="train | dev | all")] = "dev",
     limit: LimitOpt = None,
-    pool: Annotated[int, typer.Option(help="candidates fetched per question")] = 15,
-    keep: Annotated[int, typer.Option(help="passages kept (recall@keep)")] = 3,
+    pool: Annotated[int, typer.Option(help="candidates fetched per question", min=1)] = 15,
+    keep: Annotated[int, typer.Option(help="passages kept (recall@keep)", min=1)] = 3,
     signals: Annotated[
         str, typer.Option(help="comma-separated: retriever, dense, likelihood, verdict, rrf:a+b")
     ] = DEFAULT_SIGNALS,

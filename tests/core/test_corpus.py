@@ -126,3 +126,10 @@ def test_documents_from_a_datasets_dataset():
     ]
     with pytest.raises(InputError, match="row 0: field 'text'"):
         documents_from_dataset([{"title": "x"}])
+
+
+def test_a_non_utf8_line_is_named_with_its_byte(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b'{"text": "fine"}\n{"text": "caf\xe9"}\n')  # Latin-1, not UTF-8
+    with pytest.raises(InputError, match=r"d.jsonl:2: not UTF-8 text \(byte 0xe9 at column 15\)"):
+        load_documents(path)

@@ -44,6 +44,25 @@ def test_malformed_dataset_file_names_file_and_line(tmp_path):
     assert "qa.jsonl:2: field 'answers'" in result.output
 
 
+def test_a_binary_dataset_or_corpus_is_one_line_naming_file_and_line(tmp_path):
+    binary = tmp_path / "model.jsonl"
+    binary.write_bytes(bytes(range(128, 256)))  # e.g. a model file given by mistake
+    for args in (
+        ("evaluate", "--dataset", binary, "--split", "all", "--model", "openai/x"),
+        ("index", "--corpus", binary, "--out", tmp_path / "idx"),
+    ):
+        result = run(*args)
+        assert result.exit_code == 2, result.output
+        assert "model.jsonl:1: not UTF-8 text (byte 0x80 at column 1)" in result.output
+        assert "Traceback" not in result.output
+
+
+def test_zero_threads_are_refused():
+    result = run("evaluate", "--program", "basic", "--threads", "0", "--model", "openai/x")
+    assert result.exit_code == 2 and "--threads" in result.output
+    assert "greater than or equal to 1" in result.output
+
+
 def test_index_command_builds_and_refuses_an_empty_corpus(tmp_path):
     docs = tmp_path / "docs.jsonl"
     docs.write_text(
