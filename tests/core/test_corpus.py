@@ -131,5 +131,5 @@ def test_documents_from_a_datasets_dataset():
 def test_a_non_utf8_line_is_named_with_its_byte(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_bytes(b'{"text": "fine"}\n{"text": "caf\xe9"}\n')  # Latin-1, not UTF-8
-    with pytest.raises(InputError, match=r"d.jsonl:2: not UTF-8 text \(byte 0xe9 at column 15\)"):
+    with pytest.raises(InputError, match=r"d.jsonl:2: not UTF-8 text \(byte 0xe9 at column 14\)"):
         load_documents(path)
