@@ -33,6 +33,13 @@ class QADataset:
     def __post_init__(self) -> None:
         self.corpus_name = self.corpus_name or self.name
 
+    def questions(self) -> list[tuple[str, str]]:
+        """(where, question) pairs, ``where`` naming the dataset, split and question id (for
+        ``netcast.models.factory.check_questions``)."""
+        return [
+            (f"{self.name} ({self.split}) question {ex.id}", ex.question) for ex in self.examples
+        ]
+
 
 def check_record(record: Any, where: str) -> dict[str, Any]:
     """Validate a record; errors name ``where`` (file:line or row) and the field."""

@@ -14,7 +14,7 @@ from netcast.data import load_dataset
 from netcast.errors import InputError, ModelCallError
 from netcast.files import short_hash, slug
 from netcast.models import decoding_info, token_counter
-from netcast.models.factory import preflight
+from netcast.models.factory import check_questions, preflight
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.optimize.reference import reference_name, reference_readers
 from netcast.optimize.report import bench_commands, write_report
@@ -102,6 +102,8 @@ def run_bench(
         **({"references": list(references)} if references else {}),
     }
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
+    for dataset in datasets:  # a question too long for the model stops here too
+        check_questions(load_dataset(dataset, split, limit).questions(), lm)
     preflight(lm)  # a missing key or an unknown model stops here, before any question
     run_dir.mkdir(parents=True, exist_ok=True)
     meta["commands"] = run_commands(run_dir, meta.get("command"))

@@ -26,7 +26,7 @@ from netcast.data import load_dataset
 from netcast.errors import InputError, ModelCallError
 from netcast.files import short_hash, slug
 from netcast.models import decoding_info, make_lm, model_name, token_counter
-from netcast.models.factory import preflight
+from netcast.models.factory import check_questions, preflight
 from netcast.optimize import tune as tuning
 from netcast.optimize.annotations import teach
 from netcast.optimize.compile import (
@@ -99,6 +99,7 @@ def run_evaluation(
     ``runs/<program>-<dataset>-<split>-<retriever>-<model>-<hash of the settings>``);
     rerunning the same evaluation resumes it."""
     data = load_dataset(dataset, split, limit, corpus)
+    check_questions(data.questions(), lm)
     index_obj = open_retriever(data, index, retriever, token_counter(lm))
     prog = build_program(program, index_obj, knobs, lm=lm)
     preflight(lm)  # a missing key or an unknown model stops here, before any question
@@ -232,6 +233,7 @@ def compile_recipe(
         selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
     retriever = open_retriever(train, kind=recipe["retriever"]["kind"], counter=token_counter(lm))
     program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
+    check_questions([*train.questions(), *dev.questions()], lm)
     preflight(lm)
     if teacher_lm is not None:
         preflight(teacher_lm)
@@ -355,6 +357,7 @@ def retune_knobs(
     else:
         trainset = train.examples
         devset = load_dataset(data["name"], data["dev_split"], data.get("dev_limit")).examples
+    check_questions([(f"question {ex.id}", ex.question) for ex in [*trainset, *devset]], lm)
     preflight(lm)
     study = tuning.open_study(f"retune-{Path(source).name}", None, [recipe["metric"]])
     with dspy.context(lm=lm):
@@ -418,6 +421,7 @@ def run_tuning(
     if storage.startswith("sqlite:///") and not storage.endswith(":memory:"):
         Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
+    check_questions([*train.questions(), *dev.questions()], lm)
     preflight(lm)
     # every knob setting once (a grid over the declared ranges), never the same one twice
     grid = knob_grid(get_program(program), lm)

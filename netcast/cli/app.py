@@ -234,11 +234,13 @@ def ask(
 
     from netcast.data import QADataset, load_corpus
     from netcast.models import token_counter
+    from netcast.models.factory import check_questions
     from netcast.session import build_program, open_retriever
 
     try:
         knobs = _knobs(knob, program)
         lm = _lm(model, api_base)
+        check_questions([("question", question)], lm)
         data = None
         if index is None:
             corpus_name, docs = load_corpus(dataset)

@@ -6,11 +6,13 @@ it. Nothing here reads DSPy's global LM: every function takes the LM it is about
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import dspy
 
 from netcast import settings
+from netcast.errors import InputError
 from netcast.models import embedded
 from netcast.models.adapter import ChatAdapter
 from netcast.models.embedded import EMBEDDED
@@ -137,6 +139,30 @@ def token_counter(lm: Any = None) -> TokenCounter:
         return embedded_counter(EMBEDDED)
     name = embedded_name(lm)
     return embedded_counter(name) if name else approx_counter()
+
+
+QUESTION_SHARE = 4  # a question may take at most 1/QUESTION_SHARE of the model's window
+
+
+def check_questions(questions: Iterable[tuple[str, str]], lm: Any = None) -> None:
+    """Refuse, before any model call, a question too long for ``lm``: more than a quarter of
+    its window, where passages and instructions need the rest. ``questions``: (where, text)
+    pairs, ``where`` naming the question (an id, or the dataset file and line); one line
+    ``InputError`` naming the first too long."""
+    window = context_window(lm)
+    limit = window // QUESTION_SHARE
+    counter = token_counter(lm)
+    for where, text in questions:
+        if len(text.encode()) <= limit:  # a token holds at least one byte: short enough
+            continue
+        n = counter.count(text)
+        if n > limit:
+            name = getattr(lm, "model", None) or "the embedded model"
+            raise InputError(
+                f"{where}: {n:,} tokens, more than a quarter of {name}'s "
+                f"{window:,}-token window (passages and instructions need the rest); shorten "
+                "it, or give a model with a larger window (NETCAST_N_CTX for the embedded one)"
+            )
 
 
 def preflight(lm: Any) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import Stemmer
 
 from netcast.corpus import Corpus, format_passage
+from netcast.errors import InputError
 from netcast.retrievers.base import Hit, Shared, top_k_hits
 
 STOPWORDS = "en"
@@ -37,7 +38,13 @@ class BM25Retriever(Shared):
         if model is None:
             model = bm25s.BM25()
             texts = [format_passage(c.title, c.text) for c in corpus]
-            model.index(tokenize(texts, self._stemmer), show_progress=False)
+            tokens = tokenize(texts, self._stemmer)
+            if not any(tokens):  # bm25s would fail on an empty vocabulary
+                raise InputError(
+                    f"the corpus's {len(texts)} passage(s) hold no searchable word (only "
+                    "stopwords or one-letter words): BM25 cannot index them"
+                )
+            model.index(tokens, show_progress=False)
         self._model = model
         self._vocab = model.vocab_dict
 

@@ -57,6 +57,17 @@ def test_a_binary_dataset_or_corpus_is_one_line_naming_file_and_line(tmp_path):
         assert "Traceback" not in result.output
 
 
+def test_a_question_too_long_for_the_model_is_refused_before_any_call(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    good = {"id": "1", "question": "q", "answers": ["a"], "paragraphs": [{"text": "t"}]}
+    long = {**good, "id": "long", "question": "why " * 40_000}
+    path.write_text(json.dumps(good) + "\n" + json.dumps(long) + "\n")
+    # an API model (128k window) nobody can reach: refused before preflight calls it
+    result = run("evaluate", "--dataset", path, "--split", "all", "--model", "openai/x")
+    assert result.exit_code == 2, result.output
+    assert "qa.jsonl (all) question long: 40,001 tokens, more than a quarter" in result.output
+
+
 def test_zero_threads_are_refused():
     result = run("evaluate", "--program", "basic", "--threads", "0", "--model", "openai/x")
     assert result.exit_code == 2 and "--threads" in result.output

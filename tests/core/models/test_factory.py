@@ -53,3 +53,15 @@ def test_context_window_of_embedded_engines_litellm_models_and_none(monkeypatch)
 
 def test_token_counter_of_no_lm_is_the_embedded_tokenizer():
     assert factory.token_counter(None).name == "llama:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+def test_a_question_longer_than_a_quarter_of_the_window_is_refused_naming_it():
+    import pytest
+
+    from netcast.errors import InputError
+
+    lm = factory.make_lm("openai/gpt-4o-mini")  # 128k window: at most 32,000 tokens
+    short = ("q1", "What is the capital of France?")
+    factory.check_questions([short, ("q2", "word " * 31_000)], lm)  # ~31k tokens: fits
+    with pytest.raises(InputError, match=r"^q3: 3\d,\d{3} tokens, more than a quarter of "):
+        factory.check_questions([short, ("q3", "word " * 33_000)], lm)

@@ -47,3 +47,17 @@ def test_top_k_hits_handles_k_larger_than_corpus_and_ignores_unknown_excludes(ti
     assert top_k_hits(tiny_corpus, scores, 0, (), 0) == []
     ties = np.ones(len(tiny_corpus), dtype=np.float32)
     assert ids(top_k_hits(tiny_corpus, ties, 3, (), 0)) == [c.id for c in tiny_corpus.chunks[:3]]
+
+
+def test_a_corpus_with_no_searchable_word_is_refused_in_one_line(word_counter):
+    import pytest
+
+    from netcast.corpus import Corpus, Document
+    from netcast.errors import InputError
+    from netcast.retrievers.bm25 import BM25Retriever
+
+    corpus = Corpus.from_documents(
+        [Document("a", "", "t"), Document("b", "", "the a")], word_counter
+    )
+    with pytest.raises(InputError, match="2 passage.s. hold no searchable word"):
+        BM25Retriever(corpus)
