@@ -112,6 +112,18 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     return rows
 
 
+def joint_study(storage: str | None = None, name: str = "joint") -> optuna.Study:
+    """The joint compile's study: in memory, or in ``storage`` (an Optuna URL, e.g.
+    ``sqlite:///path.db``) where a killed compile's finished trials wait for its rerun."""
+    return optuna.create_study(
+        study_name=name,
+        storage=storage,
+        direction="maximize",
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=2),
+        load_if_exists=True,
+    )
+
+
 def joint_compile(
     program_name: str,
     retriever: Retriever,
@@ -147,9 +159,7 @@ def joint_compile(
     pool, valset = hold_out(trainset, share)
     grid = knob_grid(cls, lm, fixed)
     points = grid_points(grid, list(demos), cls.knob_defaults(), seed)
-    study = study or optuna.create_study(
-        direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=2)
-    )
+    study = study or joint_study()
     tried = [
         {**t.params}
         for t in study.get_trials(deepcopy=False)

@@ -37,7 +37,7 @@ from netcast.optimize.compile import (
     selection_sets,
 )
 from netcast.optimize.evaluate import EvalResult, evaluate
-from netcast.optimize.joint import joint_compile, knob_grid
+from netcast.optimize.joint import joint_compile, joint_study, knob_grid
 from netcast.programs import get_program
 from netcast.session import build_program, load, open_retriever, retriever_recipe
 
@@ -246,6 +246,10 @@ def compile_recipe(
         before = _complete(before, lm, "scoring before compiling")
         start = time.perf_counter()
         if optimizer == "joint":
+            # finished trials are kept beside ``out`` until the artifact is written: a killed
+            # compile, rerun with the same recipe, goes on where it stopped
+            trials_db = Path(out).parent / f".{Path(out).name}.joint-trials.db"
+            trials_db.parent.mkdir(parents=True, exist_ok=True)
             settings = recipe["optimizer"].get("settings") or {}
             joint = joint_compile(
                 recipe["program"],
@@ -259,6 +263,7 @@ def compile_recipe(
                 share=settings.get("share", 0.6),
                 teacher_lm=teacher_lm,
                 seed=recipe["seed"],
+                study=joint_study(f"sqlite:///{trials_db}", f"joint-{short_hash(recipe)}"),
                 progress=progress,
             )
             compiled, program, trials = joint.program, joint.program, joint.trials
@@ -298,6 +303,8 @@ def compile_recipe(
     demos = demo_report(compiled)
     scores = {"before": before, "after": after, "compile_seconds": seconds, "demos": demos}
     artifact = save_artifact(out, compiled, full_recipe, scores, parent=parent)
+    if optimizer == "joint":  # the trials are in the recipe now
+        trials_db.unlink(missing_ok=True)
     reloaded = None
     if reload:
         loaded = load(artifact, model=lm)

@@ -125,3 +125,46 @@ def test_bad_demo_sources_and_knobs_are_refused(bm25):
         make_recipe(
             program="basic", knobs={}, dataset="x", optimizer="mipro", teacher="annotations"
         )
+
+
+def test_a_killed_joint_compile_resumes_without_repeating_finished_trials(
+    scripted_lm, capitals, tmp_path
+):
+    recipe = make_recipe(
+        program="basic",
+        knobs={"chain_of_thought": False},
+        dataset=capitals,
+        optimizer="joint",
+        teacher="annotations",
+        model="scripted/fake",
+        train_limit=None,
+        dev_limit=3,
+    )
+    calls = {"n": 0}
+
+    def dies_mid_run(prompt):  # the model's server goes away during the third trial
+        calls["n"] += 1
+        if calls["n"] > 3 + 9 * 2 + 4:  # dev scoring, two trials or more, then some
+            raise KeyboardInterrupt
+        return distracted(prompt)
+
+    lm, _ = scripted_lm(dies_mid_run)
+    out = tmp_path / "art"
+    with pytest.raises(KeyboardInterrupt):
+        compile_recipe(recipe, out, lm=lm, progress=False, reload=False)
+    db = tmp_path / ".art.joint-trials.db"
+    assert db.exists() and not out.exists()
+
+    lm, engine = scripted_lm(distracted)
+    result = compile_recipe(recipe, out, lm=lm, progress=False, reload=False)
+    assert result.knobs["top_k"] == 1
+    tried = [(t["knobs"]["top_k"], t["demos"]) for t in result.trials]
+    finished = [t for t in result.trials if t["state"] in ("complete", "pruned")]
+    assert len({*tried}) == 10 and len(finished) == 10  # the two finished ones not rerun
+    states = [t["state"] for t in result.trials]
+    cut = states.index("fail")  # the interrupted trial, tried again later
+    assert cut >= 2 and states.count("fail") == 1 and len(states) == 11
+    # the second run asked the model only for dev (3 before, 3 after) and the trials after
+    # the interrupted one: none of the finished ones ran again
+    assert len(engine.prompts) == 3 + sum(t["n"] for t in result.trials[cut + 1 :]) + 3
+    assert not db.exists()  # the trials went into the recipe
