@@ -12,7 +12,8 @@
 #                                         #   decisive-compiled-best |
 #                                         #   decisive-compiled-knowledge |
 #                                         #   wide-basic | wide-joint-basic | wide-one-shot |
-#                                         #   wide-joint-one-shot
+#                                         #   wide-joint-one-shot | wide-iterative |
+#                                         #   wide-joint-iterative
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -161,6 +162,17 @@ wide_joint_one_shot() {
     --set selector=exact --set pool_factor=2.0
 }
 
+wide_iterative() {
+  $NETCAST bench --programs iterative --datasets hotpotqa-wide --limit 150 --run-dir "$WIDE"
+}
+
+wide_joint_iterative() {
+  # k over its grid x demonstrations (annotation-taught chunk_delete, decide and answer);
+  # max_turns, fallback and delete held at their defaults (the full grid has 320 points)
+  wide_joint iterative iterative-joint-wide-0.5b --set max_turns=5 --set fallback=true \
+    --set delete=true
+}
+
 case "${1:-all}" in
   indicative) indicative ;;
   decisive-basic) decisive_basic ;;
@@ -177,6 +189,8 @@ case "${1:-all}" in
   wide-joint-basic) wide_joint_basic ;;
   wide-one-shot) wide_one_shot ;;
   wide-joint-one-shot) wide_joint_one_shot ;;
+  wide-iterative) wide_iterative ;;
+  wide-joint-iterative) wide_joint_iterative ;;
   all)
     indicative; decisive_basic; decisive_compiled; compiled_iterative; decisive_mipro; musique
     variants; decisive_agents; decisive_best_15b; decisive_compiled_best
