@@ -9,6 +9,11 @@ on the running score against the median; resumable in any Optuna storage) until 
 budget of model calls is spent. Demonstrations are drawn from the first part of the training
 questions and every trial is scored on the rest (the validation fold), never on dev; the
 retriever is the one the program will search.
+
+The best trial replaces the defaults only if it beats them on the validation fold's questions
+by a paired sign-flip test at ``alpha`` (0.1): on a few dozen questions settings a few F1 points
+apart are noise, and a compile that follows noise makes the program worse as often as better
+(measured: benchmarks/README.md, the wide-pool decisive tier).
 """
 
 from __future__ import annotations
@@ -89,6 +94,28 @@ class JointResult:
     program: dspy.Module
     study: optuna.Study
     trials: list[dict[str, Any]] = field(default_factory=list)
+    # the best trial against the defaults' on the same validation questions: trial numbers,
+    # mean difference, sign-flip p, and whether the defaults were kept
+    versus_defaults: dict[str, Any] = field(default_factory=dict)
+
+
+def versus_defaults(best: optuna.trial.FrozenTrial, default: optuna.trial.FrozenTrial, alpha):
+    """The paired comparison of two complete trials on the questions both scored."""
+    from netcast.optimize.report import paired_p_value
+
+    a, b = best.user_attrs.get("scores") or {}, default.user_attrs.get("scores") or {}
+    ids = sorted(set(a) & set(b))
+    diff = sum(a[i] - b[i] for i in ids) / len(ids) if ids else 0.0
+    p = paired_p_value([a[i] for i in ids], [b[i] for i in ids]) if ids else 1.0
+    return {
+        "best_trial": best.number,
+        "default_trial": default.number,
+        "n": len(ids),
+        "diff": round(diff, 4),
+        "p": round(p, 4),
+        "alpha": alpha,
+        "kept_defaults": not (diff > 0 and p < alpha),
+    }
 
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
@@ -137,6 +164,7 @@ def joint_compile(
     per_step: int = PER_STEP,
     share: float = 0.6,
     chunk: int = 10,
+    alpha: float = 0.1,
     teacher_lm: Any = None,
     seed: int = 0,
     study: optuna.Study | None = None,
@@ -145,7 +173,8 @@ def joint_compile(
     """Search ``program_name``'s knobs (``fixed`` ones held) and demonstration sources together
     on the training questions: demonstrations from the first ``1 - share``, scores on the last
     ``share`` (the validation fold). ``budget`` caps the model calls the trials spend (checked
-    between trials); the best validation score wins (fewer tokens on a tie). Run under
+    between trials); the best validation score wins (fewer tokens on a tie) if it beats the
+    defaults' trial at ``alpha`` (module docstring), else the defaults stay. Run under
     ``dspy.context(lm=lm)``."""
     for source in demos:
         if source not in DEMO_SOURCES:
@@ -203,6 +232,7 @@ def joint_compile(
                     raise optuna.TrialPruned()
         finally:
             trial.set_user_attr("calls", sum(r["scores"]["lm_calls"] for r in rows))
+            trial.set_user_attr("scores", {r["id"]: r["scores"][metric] or 0.0 for r in rows})
             agg = aggregate(rows)
             agg["tokens"] = (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0)
             trial.set_user_attr("aggregate", {k: v for k, v in agg.items() if k != "steps"})
@@ -231,5 +261,9 @@ def joint_compile(
         done,
         key=lambda t: (t.value, -(t.user_attrs.get("aggregate") or {}).get("tokens", 0)),
     )
+    default = next((t for t in done if {**t.params} == points[0]), None)
+    compared = versus_defaults(best, default, alpha) if default is not None else {}
+    if compared.get("kept_defaults"):
+        best = default
     knobs, source = best.user_attrs["knobs"], best.params["demos"]
-    return JointResult(knobs, source, build(knobs, source), study, trial_rows(study))
+    return JointResult(knobs, source, build(knobs, source), study, trial_rows(study), compared)

@@ -76,6 +76,7 @@ class CompileResult:
     demos: dict[str, dict[str, int]] | None = None  # per predictor: bootstrapped, labeled
     trials: list[dict[str, Any]] | None = None  # the joint compile's trials
     knobs: dict[str, Any] | None = None  # the compiled program's knobs
+    versus_defaults: dict[str, Any] | None = None  # the joint compile's best vs its defaults
 
 
 def run_evaluation(
@@ -261,6 +262,7 @@ def compile_recipe(
                 budget=settings.get("budget"),
                 metric=recipe["metric"],
                 share=settings.get("share", 0.6),
+                alpha=settings.get("alpha", 0.1),
                 teacher_lm=teacher_lm,
                 seed=recipe["seed"],
                 study=joint_study(f"sqlite:///{trials_db}", f"joint-{short_hash(recipe)}"),
@@ -269,7 +271,12 @@ def compile_recipe(
             compiled, program, trials = joint.program, joint.program, joint.trials
             recipe = {
                 **recipe,
-                "joint": {"fixed": recipe["knobs"], "chosen_demos": joint.demos, "trials": trials},
+                "joint": {
+                    "fixed": recipe["knobs"],
+                    "chosen_demos": joint.demos,
+                    "versus_defaults": joint.versus_defaults,
+                    "trials": trials,
+                },
             }
         elif recipe.get("teacher") == "annotations":
             compiled = teach(program, train.examples, seed=recipe["seed"])
@@ -317,7 +324,10 @@ def compile_recipe(
                 f"(first, {first_id}: {first})"
             )
         reloaded = scored.aggregate
-    return CompileResult(artifact, before, after, seconds, reloaded, demos, trials, program.knobs)
+    versus = (full_recipe.get("joint") or {}).get("versus_defaults")
+    return CompileResult(
+        artifact, before, after, seconds, reloaded, demos, trials, program.knobs, versus
+    )
 
 
 def recompile(

@@ -382,6 +382,16 @@ def compile_cmd(
         _fail(str(err))
     if result.trials:
         console.print(trials_table(result.trials))
+        versus = result.versus_defaults or {}
+        if versus and versus["best_trial"] != versus["default_trial"]:
+            verdict = "kept the defaults" if versus["kept_defaults"] else "took it"
+            console.print(
+                f"best trial {versus['best_trial']} vs the defaults' trial "
+                f"{versus['default_trial']} on {versus['n']} validation questions: "
+                f"{versus['diff']:+.3f}, sign-flip p = {versus['p']:.3f} (alpha "
+                f"{versus['alpha']}): {verdict}",
+                markup=False,
+            )
         console.print(f"chosen knobs: {result.knobs}", markup=False)
     console.print(score_table(columns))
     for step, counts in (result.demos or {}).items():

@@ -27,9 +27,7 @@ def distracted(prompt: str) -> dict:
     return {"answer": "Berlin" if any(o in prompt for o in others) else "Paris"}
 
 
-@pytest.fixture
-def capitals(tmp_path):
-    path = tmp_path / "capitals.jsonl"
+def capitals_file(path, n: int) -> str:
     rows = [
         {
             "id": f"q{i}",
@@ -37,10 +35,28 @@ def capitals(tmp_path):
             "answers": ["Paris"],
             "paragraphs": [{"title": t, "text": x, "is_supporting": s} for t, x, s in PASSAGES],
         }
-        for i in range(16)
+        for i in range(n)
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return str(path)
+
+
+@pytest.fixture
+def capitals(tmp_path):
+    return capitals_file(tmp_path / "capitals.jsonl", 32)
+
+
+def joint_recipe(dataset):
+    return make_recipe(
+        program="basic",
+        knobs={"chain_of_thought": False},
+        dataset=dataset,
+        optimizer="joint",
+        teacher="annotations",
+        model="scripted/fake",
+        train_limit=None,
+        dev_limit=3,
+    )
 
 
 def test_grid_tries_each_point_once_defaults_first():
@@ -71,6 +87,9 @@ def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
     result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False, reload=True)
 
     assert result.knobs["top_k"] == 1  # the only k whose context holds no other capital
+    versus = result.versus_defaults  # right on every validation question, the defaults never
+    assert versus["default_trial"] == 0 and versus["diff"] == 1.0 and versus["p"] < 0.1
+    assert not versus["kept_defaults"]
     assert result.before["f1"] == 0.0 and result.after["f1"] == 1.0
     assert result.reloaded["f1"] == 1.0
     saved, _, _ = read_artifact(result.artifact)
@@ -168,3 +187,19 @@ def test_a_killed_joint_compile_resumes_without_repeating_finished_trials(
     # the interrupted one: none of the finished ones ran again
     assert len(engine.prompts) == 3 + sum(t["n"] for t in result.trials[cut + 1 :]) + 3
     assert not db.exists()  # the trials went into the recipe
+
+
+def test_a_best_trial_that_beats_the_defaults_on_too_few_questions_is_not_taken(
+    scripted_lm, tmp_path
+):
+    small = capitals_file(tmp_path / "small.jsonl", 16)  # a validation fold of 4 questions
+    lm, _ = scripted_lm(distracted)
+    result = compile_recipe(joint_recipe(small), tmp_path / "art", lm=lm, progress=False)
+    versus = result.versus_defaults
+    # top_k 1 is right on all 4 and the defaults on none, but 4 signs flip to +-1 with
+    # probability 2/16: not below alpha 0.1, so the defaults stay
+    assert versus["n"] == 4 and versus["diff"] == 1.0 and versus["p"] == pytest.approx(0.125, 0.1)
+    assert versus["kept_defaults"] and result.knobs["top_k"] == 5
+    saved, _, _ = read_artifact(result.artifact)
+    assert saved["joint"]["versus_defaults"] == versus
+    assert max(t["score"] for t in saved["joint"]["trials"]) == 1.0  # the trials stay on record
