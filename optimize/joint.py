@@ -46,7 +46,7 @@ def knob_grid(cls: type, lm: Any = None, fixed: dict[str, Any] | None = None) ->
     """Each tunable knob of program class ``cls`` (not in ``fixed``) with the values the joint
     compile tries: every value of a choice or of an integer range of at most ``GRID_POINTS``
     values; else ``GRID_POINTS`` spread over the range (log-spaced for a token budget, sized to
-    ``lm``'s window)."""
+    ``lm``'s window); the knob's default first where it is not one of them."""
     window = context_window(lm)
     grid = {}
     for name, f in cls.Knobs.model_fields.items():
@@ -66,6 +66,10 @@ def knob_grid(cls: type, lm: Any = None, fixed: dict[str, Any] | None = None) ->
             low, high = budget_range(window)
             ratio = (high / low) ** (1 / (GRID_POINTS - 1))
             grid[name] = sorted({round(low * ratio**i) for i in range(GRID_POINTS)})
+        else:
+            continue
+        if f.default not in grid[name]:  # the defaults' point must be on the grid (e.g. a
+            grid[name].insert(0, f.default)  # budget of None: sized to the window at run time)
     return grid
 
 

@@ -66,7 +66,30 @@ def test_grid_tries_each_point_once_defaults_first():
     assert points[0] == {"top_k": 5, "demos": "none"}
     assert len(points) == 10 and len({json.dumps(p, sort_keys=True) for p in points}) == 10
     budget = knob_grid(get_program("one_shot"))["token_budget"]
-    assert budget == sorted(budget) and len(budget) >= 4  # log-spaced over the window's range
+    assert budget[0] is None  # the default (a quarter of the window), not one of the points
+    assert budget[1:] == sorted(budget[1:]) and len(budget) >= 5  # log-spaced over the range
+
+
+def test_a_program_whose_default_is_off_the_grid_compiles_from_its_defaults(scripted_lm, bm25):
+    lm, engine = scripted_lm(distracted)
+    train = [
+        dspy.Example(
+            id=f"t{i}",
+            question="What is the capital of France?",
+            answers=["Paris"],
+            answer="Paris",
+            gold_ids=["paris"],
+            gold_passages=[],
+        ).with_inputs("question")
+        for i in range(10)
+    ]
+    fixed = {"filter": False, "crop": False, "selector": "exact", "pool_factor": 2.0}
+    with dspy.context(lm=lm):
+        result = joint_compile(
+            "one_shot", bm25, train, lm=lm, fixed=fixed, demos=["none"], budget=1
+        )
+    assert result.trials[0]["knobs"]["token_budget"] is None  # the defaults' trial ran first
+    assert result.trials[0]["state"] == "complete" and result.knobs["token_budget"] is None
 
 
 def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
