@@ -102,15 +102,16 @@ def run_bench(
         **({"references": list(references)} if references else {}),
     }
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
-    for dataset in datasets:  # a question too long for the model stops here too
-        check_questions(load_dataset(dataset, split, limit).questions(), lm)
+    loaded = {dataset: load_dataset(dataset, split, limit) for dataset in datasets}
+    for data in loaded.values():  # a question too long for the model stops here too
+        check_questions(data.questions(), lm)
     preflight(lm)  # a missing key or an unknown model stops here, before any question
     run_dir.mkdir(parents=True, exist_ok=True)
     meta["commands"] = run_commands(run_dir, meta.get("command"))
     (run_dir / "bench.json").write_text(json.dumps(meta, indent=2))
     results = {}
     for dataset in datasets:
-        data = load_dataset(dataset, split, limit)
+        data = loaded[dataset]
         index = open_retriever(data, kind=retriever, counter=token_counter(lm))
         entries = [(name, build_program(name, index, lm=lm)) for name in programs]
         entries += [(label, build_program(p, index, k, lm=lm)) for label, p, k in changed]

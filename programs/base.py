@@ -84,7 +84,6 @@ class NetcastProgram(dspy.Module):
         ``rerank_pool`` / ``rerank_signal`` (when the program has them; a model signal scores
         with the program's own model)."""
         use_memory = bool(self.knobs.get("contextualize")) and contextualizer is not None
-        bound = next((p.lm for p in self.predictors() if p.lm is not None), None)
         return SearchSession(
             self.search,
             question,
@@ -93,8 +92,14 @@ class NetcastProgram(dspy.Module):
             aux_lm=self.aux_lm(),
             rerank_pool=int(self.knobs.get("rerank_pool") or 0),
             rerank_signal=self.knobs.get("rerank_signal") or "retriever",
-            rerank_lm=bound or dspy.settings.lm,
+            rerank_lm=self.own_lm(),
         )
+
+    def own_lm(self):
+        """The model the program's steps are bound to (``set_lm``), else DSPy's configured one:
+        what a rerank signal that calls a model scores with."""
+        bound = next((p.lm for p in self.predictors() if p.lm is not None), None)
+        return bound or dspy.settings.lm
 
     def aux_lm(self):
         """The auxiliary model named by the ``aux_model`` knob (made once), or None for the

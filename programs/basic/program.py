@@ -48,7 +48,7 @@ class BasicRAG(NetcastProgram):
             hits = self.search(question, top_k)
         else:
             pool = self.search(question, max(top_k, self.knobs["rerank_pool"]))
-            lm = self.answer.predictors()[0].lm or dspy.settings.lm  # the program's own, if bound
+            lm = self.own_lm()
             hits = rerank(question, pool, signal, top_k, lm=lm)
         context = self.passages(hits)
         answer = self.answer(context=context, question=question).answer

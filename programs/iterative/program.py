@@ -227,7 +227,7 @@ class Iterative(NetcastProgram):
         signal = self.knobs["delete_signal"]
         if signal is None or not hits:
             return [], None
-        lm = self.answer.predictors()[0].lm or dspy.settings.lm  # the program's own, if bound
+        lm = self.own_lm()
         values = relevance(relevance_scores(question, hits, signal, lm=lm), "score")
         best = max(range(len(hits)), key=lambda i: values[i])
         drops = [

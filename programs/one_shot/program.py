@@ -135,7 +135,7 @@ class OneShot(NetcastProgram):
         if k["relevance_signal"] == "retriever":
             scores = [h.score for h in ranked]
         else:  # the wider ranks (the filter's add step) keep the pool's worst value
-            lm = self.answer.predictors()[0].lm or dspy.settings.lm  # the program's own, if bound
+            lm = self.own_lm()
             scores = relevance_scores(question, pool, k["relevance_signal"], lm=lm)
             scores += [min(scores, default=0.0)] * (len(ranked) - len(pool))
         rel = relevance(scores, self.retriever.kind)

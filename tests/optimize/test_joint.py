@@ -96,16 +96,7 @@ def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
     scripted_lm, capitals, tmp_path
 ):
     lm, engine = scripted_lm(distracted)
-    recipe = make_recipe(
-        program="basic",
-        knobs={"chain_of_thought": False},
-        dataset=capitals,
-        optimizer="joint",
-        teacher="annotations",
-        model="scripted/fake",
-        train_limit=None,
-        dev_limit=3,
-    )
+    recipe = joint_recipe(capitals)
     assert recipe["optimizer"]["settings"]["demos"] == ["none", "annotations"]
     result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False, reload=True)
 
@@ -172,16 +163,7 @@ def test_bad_demo_sources_and_knobs_are_refused(bm25):
 def test_a_killed_joint_compile_resumes_without_repeating_finished_trials(
     scripted_lm, capitals, tmp_path
 ):
-    recipe = make_recipe(
-        program="basic",
-        knobs={"chain_of_thought": False},
-        dataset=capitals,
-        optimizer="joint",
-        teacher="annotations",
-        model="scripted/fake",
-        train_limit=None,
-        dev_limit=3,
-    )
+    recipe = joint_recipe(capitals)
     calls = {"n": 0}
 
     def dies_mid_run(prompt):  # the model's server goes away during the third trial
