@@ -13,7 +13,8 @@
 #                                         #   decisive-compiled-knowledge |
 #                                         #   wide-basic | wide-joint-basic | wide-one-shot |
 #                                         #   wide-joint-one-shot | wide-iterative |
-#                                         #   wide-joint-iterative
+#                                         #   wide-joint-iterative | baselines |
+#                                         #   wide-rerank | wide-baseline
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -173,6 +174,25 @@ wide_joint_iterative() {
     --set delete=true
 }
 
+baselines() {
+  # issue 30's baselines (DSPy's multi-hop program, IRCoT), uncompiled, on the indicative 40
+  $NETCAST bench --programs multihop,ircot --datasets hotpotqa-sample --limit 40 \
+    --run-dir "$R/indicative-hotpotqa-0.5b"
+}
+
+wide_rerank() {
+  # basic with a precision step: a BM25 pool of 15 reranked by question likelihood (UPR, the
+  # signal rerank-check measured best on this pool), keeping 5
+  $NETCAST bench --programs basic \
+    --variant basic:rerank_pool=15,rerank_signal=likelihood --datasets hotpotqa-wide \
+    --limit 150 --run-dir "$WIDE"
+}
+
+wide_baseline() {
+  # the stronger of the two baselines on the indicative tier (wide_baseline PROGRAM)
+  $NETCAST bench --programs "$1" --datasets hotpotqa-wide --limit 150 --run-dir "$WIDE"
+}
+
 case "${1:-all}" in
   indicative) indicative ;;
   decisive-basic) decisive_basic ;;
@@ -191,6 +211,9 @@ case "${1:-all}" in
   wide-joint-one-shot) wide_joint_one_shot ;;
   wide-iterative) wide_iterative ;;
   wide-joint-iterative) wide_joint_iterative ;;
+  baselines) baselines ;;
+  wide-rerank) wide_rerank ;;
+  wide-baseline) wide_baseline "${2:?name the baseline: multihop or ircot}" ;;
   all)
     indicative; decisive_basic; decisive_compiled; compiled_iterative; decisive_mipro; musique
     variants; decisive_agents; decisive_best_15b; decisive_compiled_best

@@ -4,12 +4,13 @@ questions, with a scripted model whose scores favour one knob value."""
 import json
 
 import dspy
+import optuna
 import pytest
 
 from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
-from netcast.optimize.joint import grid_points, joint_compile, knob_grid
+from netcast.optimize.joint import grid_points, joint_compile, joint_study, knob_grid
 from netcast.optimize.workflow import compile_recipe, make_recipe
 from netcast.programs import BasicRAG, get_program
 
@@ -208,3 +209,34 @@ def test_a_best_trial_that_beats_the_defaults_on_too_few_questions_is_not_taken(
     saved, _, _ = read_artifact(result.artifact)
     assert saved["joint"]["versus_defaults"] == versus
     assert max(t["score"] for t in saved["joint"]["trials"]) == 1.0  # the trials stay on record
+
+
+def test_the_pruner_waits_for_three_chunks_of_questions():
+    """After 10 questions the running score is noise: a trial far below the median is pruned
+    only from its third chunk of validation questions on."""
+    study = joint_study()
+
+    def scores(value):
+        def objective(trial):
+            for step in range(4):
+                trial.report(value, step)
+                if trial.should_prune():
+                    raise optuna.TrialPruned()
+            return value
+
+        return objective
+
+    study.optimize(scores(1.0), n_trials=2)
+    checked = []
+
+    def losing(trial):
+        for step in range(4):
+            trial.report(0.0, step)
+            checked.append(trial.should_prune())
+            if checked[-1]:
+                raise optuna.TrialPruned()
+        return 0.0
+
+    study.optimize(losing, n_trials=1)
+    assert checked == [False, False, True]
+    assert study.trials[-1].state == optuna.trial.TrialState.PRUNED
