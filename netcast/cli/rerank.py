@@ -1,6 +1,8 @@
 """``netcast rerank-check``: which rerank signal keeps the gold documents, measured on data with
 gold evidence. One pool per question from the retriever; every signal reranks the same pool;
-recall@keep of the gold documents, with a 95% bootstrap interval, and seconds per question."""
+recall@keep of the gold documents (at one or more keeps), with a 95% bootstrap interval, and
+seconds per question. Each base signal scores a question's pool once; a fusion reuses those
+scores and is charged their seconds."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def rerank_check(
     split: Annotated[str, typer.Option(help="train | dev | all")] = "dev",
     limit: LimitOpt = None,
     pool: Annotated[int, typer.Option(help="candidates fetched per question", min=1)] = 15,
-    keep: Annotated[int, typer.Option(help="passages kept (recall@keep)", min=1)] = 3,
+    keep: Annotated[str, typer.Option(help="passages kept (recall@keep), or several: 3,5")] = "3",
     signals: Annotated[
         str, typer.Option(help="comma-separated: retriever, dense, likelihood, verdict, rrf:a+b")
     ] = DEFAULT_SIGNALS,
@@ -55,7 +57,7 @@ def measure(
     split: str,
     limit: int | None,
     pool: int,
-    keep: int,
+    keep: str,
     signals: str,
     model: str | None,
     retriever: str,
@@ -66,7 +68,7 @@ def measure(
     from netcast.models import token_counter
     from netcast.optimize.metrics import retrieval_prf
     from netcast.optimize.report import bootstrap_ci
-    from netcast.programs.shared.rerank import needs_model, parse_signal, rerank
+    from netcast.programs.shared.rerank import needs_model, order, parse_signal, rrf, score
     from netcast.session import open_retriever
 
     names = [s.strip() for s in signals.split(",") if s.strip()]
@@ -74,8 +76,7 @@ def measure(
         raise InputError("--signals: give at least one signal")
     for name in names:
         parse_signal(name)
-    if not 1 <= keep <= pool:
-        raise InputError(f"--keep {keep} must be between 1 and --pool {pool}")
+    keeps = _keeps(keep, pool)
     lm = _lm(model, api_base) if model or any(needs_model(s) for s in names) else None
     data = load_dataset(dataset, split, limit)
     examples = [e for e in data.examples if e.get("gold_ids")]
@@ -83,9 +84,10 @@ def measure(
         raise InputError(f"{dataset}/{split}: no question has gold evidence (gold_ids)")
     index = open_retriever(data, kind=retriever, counter=token_counter(lm))
     warm = index.search(examples[0].question, 1)
-    for name in names:  # loads the encoder or model untimed; a model that cannot score a
-        rerank(examples[0].question, warm, name, 1, lm)  # signal stops here, with one line
-    recall: dict[str, list[float]] = {name: [] for name in names}
+    bases = list(dict.fromkeys(p for name in names for p in parse_signal(name)))
+    for base in bases:  # loads the encoder or model untimed; a model that cannot score a
+        score(base, examples[0].question, warm, lm)  # signal stops here, with one line
+    recall = {(name, k): [] for name in names for k in keeps}
     seconds = dict.fromkeys(names, 0.0)
     pool_recall, pool_seconds = [], 0.0
     for example in examples:
@@ -93,22 +95,53 @@ def measure(
         hits = index.search(example.question, pool)
         pool_seconds += time.perf_counter() - start
         pool_recall.append(retrieval_prf([h.chunk.id for h in hits], example.gold_ids)["recall"])
-        for name in names:
+        scores, spent = {}, {}
+        for base in bases:  # each base signal once per question, whatever fuses it
             start = time.perf_counter()
-            kept = rerank(example.question, hits, name, keep, lm)
-            seconds[name] += time.perf_counter() - start
-            ids = [h.chunk.id for h in kept]
-            recall[name].append(retrieval_prf(ids, example.gold_ids)["recall"])
+            scores[base] = score(base, example.question, hits, lm)
+            spent[base] = time.perf_counter() - start
+        for name in names:
+            parts = parse_signal(name)
+            if name.startswith("rrf:"):
+                values = rrf([order(p, scores[p]) for p in parts], len(hits))
+            else:
+                values = scores[name]
+            seconds[name] += sum(spent[p] for p in parts)
+            ranked = [hits[i].chunk.id for i in order(name, values)]
+            for k in keeps:
+                found = retrieval_prf(ranked[:k], example.gold_ids)["recall"]
+                recall[(name, k)].append(found)
     n = len(examples)
+    shown = ",".join(str(k) for k in keeps)
     table = Table(
-        title=f"rerank-check: {dataset}/{split}, {retriever} pool of {pool}, keep {keep}, n = {n}",
+        title=f"rerank-check: {dataset}/{split}, {retriever} pool of {pool}, keep {shown}, n = {n}",
         caption=f"recall@{pool} of the pool itself: {sum(pool_recall) / n:.3f} "
         f"(retrieval {pool_seconds / n:.3f} s/q); seconds: reranking only"
         + (f"; model {lm.model}" if lm is not None else ""),
     )
-    for header in ("signal", f"recall@{keep}", "95% CI", "s/q"):
-        table.add_column(header, justify="left" if header == "signal" else "right")
+    table.add_column("signal", min_width=max(map(len, names)))  # names are never cut
+    for k in keeps:
+        table.add_column(f"recall@{k}", justify="right")
+        table.add_column("95% CI", justify="right")
+    table.add_column("s/q", justify="right")
     for name in names:
-        mean, low, high = bootstrap_ci(recall[name], seed=seed)
-        table.add_row(name, f"{mean:.3f}", f"[{low:.3f}, {high:.3f}]", f"{seconds[name] / n:.3f}")
+        cells = []
+        for k in keeps:
+            mean, low, high = bootstrap_ci(recall[(name, k)], seed=seed)
+            cells += [f"{mean:.3f}", f"[{low:.3f}, {high:.3f}]"]
+        table.add_row(name, *cells, f"{seconds[name] / n:.3f}")
     return table
+
+
+def _keeps(keep: str, pool: int) -> list[int]:
+    """``--keep``'s values (``"3,5"`` -> [3, 5]), each between 1 and the pool."""
+    try:
+        keeps = [int(k) for k in keep.split(",") if k.strip()]
+    except ValueError:
+        raise InputError(f"--keep expects numbers separated by commas, got {keep!r}") from None
+    for k in keeps:
+        if not 1 <= k <= pool:
+            raise InputError(f"--keep {k} must be between 1 and --pool {pool}")
+    if not keeps:
+        raise InputError("--keep: give at least one number")
+    return keeps

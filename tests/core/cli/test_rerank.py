@@ -73,3 +73,56 @@ def test_rerank_check_refuses_bad_input_with_one_line(args, message):
     result = run("rerank-check", "--dataset", "hotpotqa-sample", "--limit", 2, *args)
     assert result.exit_code == 2
     assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_several_keeps_in_one_run_and_each_signal_scored_once_per_question(monkeypatch):
+    import netcast.retrievers.dense as dense
+
+    calls = []
+    real = dense.embed
+
+    def counted(texts):
+        calls.append(len(texts))
+        return real(texts)
+
+    monkeypatch.setattr(dense, "embed", counted)
+    result = run(
+        "rerank-check",
+        "--dataset",
+        "hotpotqa-sample",
+        "--limit",
+        3,
+        "--pool",
+        6,
+        "--keep",
+        "1,4",
+        "--signals",
+        "retriever,dense,rrf:retriever+dense",
+    )
+    assert result.exit_code == 0, result.output
+    assert "recall@1" in result.output and "recall@4" in result.output
+    assert len(calls) == 1 + 3  # the untimed warm-up, then once per question: rrf reuses it
+    table = {}
+    for line in result.output.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃]", line) if c.strip()]
+        if len(cells) == 6 and re.fullmatch(r"\d\.\d{3}", cells[1]):
+            table[cells[0]] = cells[1:]
+    assert list(table) == ["retriever", "dense", "rrf:retriever+dense"]
+    data = load_dataset("hotpotqa-sample", "dev", 3)
+    index = open_retriever(data)
+    for keep, column in ((1, 0), (4, 2)):
+        recalls = [
+            retrieval_prf([h.chunk.id for h in index.search(e.question, keep)], e.gold_ids)[
+                "recall"
+            ]
+            for e in data.examples
+        ]
+        assert table["retriever"][column] == f"{sum(recalls) / len(recalls):.3f}"
+    # a fusion is charged the seconds of the signals it reuses
+    assert float(table["rrf:retriever+dense"][4]) >= float(table["dense"][4])
+
+
+def test_rerank_check_refuses_a_keep_that_is_not_a_number():
+    result = run("rerank-check", "--dataset", "hotpotqa-sample", "--limit", 2, "--keep", "3,x")
+    assert result.exit_code == 2
+    assert "--keep expects numbers separated by commas, got '3,x'" in result.output
