@@ -2,7 +2,12 @@
 
 ``rerank_pool`` and ``rerank_signal`` add a precision step (``programs.shared.rerank``): fetch a
 pool of ``rerank_pool`` candidates, keep the ``top_k`` the signal scores best. The defaults
-(no pool, the retriever's order) are plain top-k retrieval, with the same prompts."""
+(no pool, the retriever's order) are plain top-k retrieval, with the same prompts.
+
+``link_seeds`` adds a link hop without a model (``programs.shared.links``): the first
+``link_seeds`` passages stay, the passages whose titles they mention come next, and the
+retriever's next passages fill the ``top_k``. Off by default (plain top-k); it is in the
+search space, so a joint compile can switch it on where it measures better."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.shared import annotations
+from netcast.programs.shared.links import with_links
 from netcast.programs.shared.rerank import rerank, valid_signal
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
@@ -29,6 +35,8 @@ class BasicRAG(NetcastProgram):
         # rrf:a+b); no search range: model signals cost a call per candidate
         rerank_pool: int = knobs.knob(0, ge=0)
         rerank_signal: str = "retriever"
+        # passages whose title mentions are followed (0: none); the context stays top_k long
+        link_seeds: int = knobs.knob(0, search=knobs.IntRange(0, 3), ge=0)
 
         @field_validator("rerank_signal")
         @classmethod
@@ -50,15 +58,23 @@ class BasicRAG(NetcastProgram):
             pool = self.search(question, max(top_k, self.knobs["rerank_pool"]))
             lm = self.own_lm()
             hits = rerank(question, pool, signal, top_k, lm=lm)
+        hits = self.linked(hits)
         context = self.passages(hits)
         answer = self.answer(context=context, question=question).answer
         return dspy.Prediction(answer=answer, evidence=[h.chunk.id for h in hits], context=context)
+
+    def linked(self, hits: list) -> list:
+        """The context's hits with the link hop (``link_seeds``) applied; as they are when off."""
+        seeds = self.knobs["link_seeds"]
+        if seeds == 0:
+            return hits
+        return with_links(hits, self.retriever.corpus, seeds, self.knobs["top_k"])
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """``answer`` reads the record's gold answer from the top-k context retrieved for its
         question, gold passages swapped in for the last others where retrieval missed them."""
         gold = annotations.require(example, "gold_passages", self.name)
-        hits = self.retriever.search(example.question, self.knobs["top_k"])
+        hits = self.linked(self.retriever.search(example.question, self.knobs["top_k"]))
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         context = annotations.context_with_gold(found, gold, self.knobs["top_k"])
         demo = dspy.Example(context=context, question=example.question, answer=example.answer)

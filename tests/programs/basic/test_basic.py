@@ -39,12 +39,13 @@ def test_knobs_defaults_search_space_and_registry(bm25):
         "chain_of_thought": False,
         "rerank_pool": 0,
         "rerank_signal": "retriever",
+        "link_seeds": 0,
     }
     assert BasicRAG(bm25).knobs == defaults and BasicRAG.knob_defaults() == defaults
     with pytest.raises(InputError, match="basic: unknown knob 'topk'"):
         BasicRAG(bm25, topk=3)
-    space = BasicRAG.search_space(optuna.trial.FixedTrial({"top_k": 3, "chain_of_thought": True}))
-    assert space == {"top_k": 3, "chain_of_thought": True}
+    fixed = {"top_k": 3, "chain_of_thought": True, "link_seeds": 2}
+    assert BasicRAG.search_space(optuna.trial.FixedTrial(fixed)) == fixed
     assert get_program("basic") is BasicRAG and "basic" in program_names()
     with pytest.raises(InputError, match="unknown program 'fancy'.*basic"):
         get_program("fancy")

@@ -1,0 +1,121 @@
+"""A link hop without a model: the passages whose document title a retrieved passage mentions.
+
+Multi-hop questions name one entity and ask about another that the first one's passage names
+("the corporation Dow AgroSciences is part of" -> the Dow Chemical Company's passage). Graph
+retrievers over Wikipedia follow the hyperlinks of the passages they retrieved to reach it
+(Asai et al., ICLR 2020, "Learning to Retrieve Reasoning Paths over Wikipedia Graph"). A corpus
+of titled documents without hyperlinks has the same edges where a passage's text contains
+another document's title, which is what ``follow`` reads:
+
+- a title's key is its words, with a trailing disambiguation in parentheses dropped ("Tony
+  Kaye (director)" is mentioned as "Tony Kaye"); titles of three characters or fewer are not
+  followed (too many accidental matches);
+- a passage mentions a title when the title's words occur in its text as consecutive words
+  (case-sensitive), found by looking up the text's word n-grams in a dict of the titles' keys:
+  the cost grows with the passage's length, not with the number of titles;
+- the links of the first ``seeds`` hits are followed in order (the first hit's mentions in the
+  order they occur in its text, then the second's), each linked document's first chunk once,
+  never a document already among the hits or a seed's own document.
+
+Pure functions over a corpus; ``title_keys`` is computed once per corpus and cached beside it
+(a read-only corpus gives the same keys every time)."""
+
+from __future__ import annotations
+
+import re
+import time
+import weakref
+from collections.abc import Sequence
+
+from netcast import trace
+from netcast.corpus import Corpus, doc_id_of_chunk
+from netcast.retrievers.base import Hit
+
+WORD = re.compile(r"\w+")
+DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+MIN_TITLE_CHARS = 4
+
+_KEYS: weakref.WeakKeyDictionary[Corpus, dict[tuple[str, ...], list[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def title_key(title: str) -> tuple[str, ...]:
+    """The words a mention of ``title`` must contain, in order ("Tony Kaye (director)" ->
+    ("Tony", "Kaye")); empty for a title too short to follow."""
+    name = DISAMBIGUATION.sub("", title).strip()
+    if len(name) < MIN_TITLE_CHARS:
+        return ()
+    return tuple(WORD.findall(name))
+
+
+def title_keys(corpus: Corpus) -> dict[tuple[str, ...], list[str]]:
+    """Each title key of the corpus -> the first chunk id of every document with that key."""
+    if corpus in _KEYS:
+        return _KEYS[corpus]
+    keys: dict[tuple[str, ...], list[str]] = {}
+    seen_docs: set[str] = set()
+    for chunk in corpus:
+        doc = doc_id_of_chunk(chunk.id)
+        if doc in seen_docs:
+            continue
+        seen_docs.add(doc)
+        key = title_key(chunk.title)
+        if key:
+            keys.setdefault(key, []).append(chunk.id)
+    _KEYS[corpus] = keys
+    return keys
+
+
+def mentions(text: str, keys: dict[tuple[str, ...], list[str]]) -> list[str]:
+    """Chunk ids of the documents whose title ``text`` mentions, in the order of the mentions
+    (a longer title wins where two start at the same word)."""
+    words = WORD.findall(text)
+    longest = max((len(k) for k in keys), default=0)
+    found: list[str] = []
+    for start in range(len(words)):
+        for size in range(min(longest, len(words) - start), 0, -1):
+            ids = keys.get(tuple(words[start : start + size]))
+            if ids:
+                found += [i for i in ids if i not in found]
+                break
+    return found
+
+
+def follow(hits: Sequence[Hit], corpus: Corpus, seeds: int, limit: int) -> list[Hit]:
+    """Up to ``limit`` hits linked from the first ``seeds`` of ``hits`` (module docstring),
+    each carrying its seed's score; recorded as a ``links`` stage of the active trace."""
+    start = time.perf_counter()
+    keys = title_keys(corpus)
+    have = {doc_id_of_chunk(h.chunk.id) for h in hits}
+    linked: list[Hit] = []
+    for seed in hits[:seeds]:
+        for chunk_id in mentions(seed.chunk.text, keys):
+            if len(linked) >= limit:
+                break
+            doc = doc_id_of_chunk(chunk_id)
+            if doc not in have:
+                have.add(doc)
+                linked.append(Hit(corpus[chunk_id], seed.score))
+    active = trace.current()
+    if active is not None:
+        active.add_stage(
+            "links",
+            seeds=[h.chunk.id for h in hits[:seeds]],
+            linked=[h.chunk.id for h in linked],
+            seconds=round(time.perf_counter() - start, 6),
+        )
+    return linked
+
+
+def with_links(hits: Sequence[Hit], corpus: Corpus, seeds: int, k: int) -> list[Hit]:
+    """``k`` hits: the first ``seeds`` of ``hits``, then the passages they link to, then the
+    rest of ``hits`` in order (``hits`` should hold at least ``k``). ``seeds`` 0 keeps the
+    first ``k`` of ``hits``."""
+    if seeds <= 0:
+        return list(hits[:k])
+    kept = list(hits[: min(seeds, k)])
+    kept += follow(kept, corpus, seeds, k - len(kept))
+    ids = {h.chunk.id for h in kept}
+    kept += [h for h in hits if h.chunk.id not in ids][: k - len(kept)]
+    return kept
