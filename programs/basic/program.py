@@ -4,10 +4,10 @@
 pool of ``rerank_pool`` candidates, keep the ``top_k`` the signal scores best. The defaults
 (no pool, the retriever's order) are plain top-k retrieval, with the same prompts.
 
-``link_seeds`` adds a link hop without a model (``programs.shared.links``): the first
-``link_seeds`` passages stay, the passages whose titles they mention come next, and the
-retriever's next passages fill the ``top_k``. Off by default (plain top-k); it is in the
-search space, so a joint compile can switch it on where it measures better."""
+``links`` adds a link hop without a model (``programs.shared.links``): up to ``links`` passages
+whose titles the top-k passages mention (the first passage's mentions first) join the context
+after them. Off by default (plain top-k); it is in the search space, so a joint compile can
+switch it on where it measures better."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.shared import annotations
-from netcast.programs.shared.links import with_links
+from netcast.programs.shared.links import follow
 from netcast.programs.shared.rerank import rerank, valid_signal
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
@@ -35,8 +35,8 @@ class BasicRAG(NetcastProgram):
         # rrf:a+b); no search range: model signals cost a call per candidate
         rerank_pool: int = knobs.knob(0, ge=0)
         rerank_signal: str = "retriever"
-        # passages whose title mentions are followed (0: none); the context stays top_k long
-        link_seeds: int = knobs.knob(0, search=knobs.IntRange(0, 3), ge=0)
+        # passages the top_k ones name by title, added after them (0: none)
+        links: int = knobs.knob(0, search=knobs.IntRange(0, 3), ge=0)
 
         @field_validator("rerank_signal")
         @classmethod
@@ -64,11 +64,10 @@ class BasicRAG(NetcastProgram):
         return dspy.Prediction(answer=answer, evidence=[h.chunk.id for h in hits], context=context)
 
     def linked(self, hits: list) -> list:
-        """The context's hits with the link hop (``link_seeds``) applied; as they are when off."""
-        seeds = self.knobs["link_seeds"]
-        if seeds == 0:
+        """The context's hits and, after them, up to ``links`` passages they name by title."""
+        if self.knobs["links"] == 0:
             return hits
-        return with_links(hits, self.retriever.corpus, seeds, self.knobs["top_k"])
+        return hits + follow(hits, self.retriever.corpus, len(hits), self.knobs["links"])
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """``answer`` reads the record's gold answer from the top-k context retrieved for its
@@ -76,6 +75,6 @@ class BasicRAG(NetcastProgram):
         gold = annotations.require(example, "gold_passages", self.name)
         hits = self.linked(self.retriever.search(example.question, self.knobs["top_k"]))
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
-        context = annotations.context_with_gold(found, gold, self.knobs["top_k"])
+        context = annotations.context_with_gold(found, gold, len(found))
         demo = dspy.Example(context=context, question=example.question, answer=example.answer)
         return {"answer": [demo.with_inputs("context", "question")]}

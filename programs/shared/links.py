@@ -15,7 +15,10 @@ another document's title, which is what ``follow`` reads:
   the cost grows with the passage's length, not with the number of titles;
 - the links of the first ``seeds`` hits are followed in order (the first hit's mentions in the
   order they occur in its text, then the second's), each linked document's first chunk once,
-  never a document already among the hits or a seed's own document.
+  never a document already among the hits or a seed's own document. A program adds what
+  ``follow`` returns after its hits: nothing the retriever found is pushed out (measured: a
+  fixed-length context whose last passages gave way to links lost a gold passage on 7 of 150
+  questions, benchmarks/README.md).
 
 Pure functions over a corpus; ``title_keys`` is computed once per corpus and cached beside it
 (a read-only corpus gives the same keys every time)."""
@@ -106,16 +109,3 @@ def follow(hits: Sequence[Hit], corpus: Corpus, seeds: int, limit: int) -> list[
             seconds=round(time.perf_counter() - start, 6),
         )
     return linked
-
-
-def with_links(hits: Sequence[Hit], corpus: Corpus, seeds: int, k: int) -> list[Hit]:
-    """``k`` hits: the first ``seeds`` of ``hits``, then the passages they link to, then the
-    rest of ``hits`` in order (``hits`` should hold at least ``k``). ``seeds`` 0 keeps the
-    first ``k`` of ``hits``."""
-    if seeds <= 0:
-        return list(hits[:k])
-    kept = list(hits[: min(seeds, k)])
-    kept += follow(kept, corpus, seeds, k - len(kept))
-    ids = {h.chunk.id for h in kept}
-    kept += [h for h in hits if h.chunk.id not in ids][: k - len(kept)]
-    return kept

@@ -39,12 +39,12 @@ def test_knobs_defaults_search_space_and_registry(bm25):
         "chain_of_thought": False,
         "rerank_pool": 0,
         "rerank_signal": "retriever",
-        "link_seeds": 0,
+        "links": 0,
     }
     assert BasicRAG(bm25).knobs == defaults and BasicRAG.knob_defaults() == defaults
     with pytest.raises(InputError, match="basic: unknown knob 'topk'"):
         BasicRAG(bm25, topk=3)
-    fixed = {"top_k": 3, "chain_of_thought": True, "link_seeds": 2}
+    fixed = {"top_k": 3, "chain_of_thought": True, "links": 2}
     assert BasicRAG.search_space(optuna.trial.FixedTrial(fixed)) == fixed
     assert get_program("basic") is BasicRAG and "basic" in program_names()
     with pytest.raises(InputError, match="unknown program 'fancy'.*basic"):
@@ -55,3 +55,31 @@ def test_program_without_retriever_says_so(scripted_lm):
     scripted_lm(lambda prompt: {"answer": "x"})
     with pytest.raises(RuntimeError, match="no retriever"):
         BasicRAG()(question="q")
+
+
+def test_links_add_the_passages_the_top_k_name_after_them(scripted_lm):
+    from helpers import WordCounter
+    from netcast.corpus import Corpus, Document
+    from netcast.retrievers.bm25 import BM25Retriever
+
+    docs = [
+        Document("agro", "Dow AgroSciences", "Dow AgroSciences is part of Dow Chemical Company."),
+        Document("dow", "Dow Chemical Company", "Dow Chemical Company is based in Midland."),
+        Document("agri", "Agriculture", "Agriculture: sciences of farming, the part it plays."),
+        Document("other", "Other", "Another passage about sciences."),
+    ]
+    bm25 = BM25Retriever(Corpus.from_documents(docs, WordCounter()))
+    lm, engine = scripted_lm(lambda prompt: {"answer": "Midland"})
+    question = "Which sciences firm is AgroSciences part of?"
+    plain = BasicRAG(bm25, top_k=2)(question=question)
+    assert plain.evidence[0] == "agro#0" and "dow#0" not in plain.evidence
+
+    prediction = BasicRAG(bm25, top_k=2, links=1)(question=question)
+    assert prediction.evidence == [*plain.evidence, "dow#0"]  # nothing the retriever found goes
+    prompt = engine.prompts[-1]
+    positions = [prompt.index(bm25.corpus[cid].text) for cid in prediction.evidence]
+    assert positions == sorted(positions)  # the linked passage after the retrieved ones
+    stages = prediction.trace["stages"]
+    assert stages == [{**stages[0], "stage": "links", "seeds": plain.evidence, "linked": ["dow#0"]}]
+    assert BasicRAG(bm25, top_k=1, links=2)(question=question).evidence == ["agro#0", "dow#0"]
+    assert len(prediction.trace["searches"]) == 1  # no second search: the hop reads titles

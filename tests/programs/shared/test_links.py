@@ -1,7 +1,7 @@
 from helpers import WordCounter
 from netcast import trace
 from netcast.corpus import Corpus, Document
-from netcast.programs.shared.links import follow, mentions, title_key, title_keys, with_links
+from netcast.programs.shared.links import follow, mentions, title_key, title_keys
 from netcast.retrievers.base import Hit
 from netcast.retrievers.bm25 import BM25Retriever
 
@@ -65,11 +65,3 @@ def test_links_reach_what_bm25_ranks_low():
     assert plain[0] == "agro#0" and "dow#0" not in plain
     linked = follow(bm25.search(question, 2), c, seeds=2, limit=1)
     assert [h.chunk.id for h in linked] == ["dow#0"]
-
-
-def test_with_links_keeps_seeds_then_links_then_the_retrievers_next():
-    c = corpus()
-    ranked = [hit(c, d) for d in ("agro", "abc", "kaye", "ahx")]
-    assert [h.chunk.id for h in with_links(ranked, c, 0, 3)] == ["agro#0", "abc#0", "kaye#0"]
-    got = with_links(ranked, c, 1, 3)
-    assert [h.chunk.id for h in got] == ["agro#0", "dow#0", "abc#0"]
