@@ -15,12 +15,12 @@ def run(*args):
     return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
-def rows(output: str) -> dict[str, list[str]]:
-    """The table's rows by signal: recall, interval, seconds."""
+def rows(output: str, keeps: int = 1) -> dict[str, list[str]]:
+    """The table's rows by signal: recall and interval per keep, seconds."""
     found = {}
     for line in output.splitlines():
         cells = [c.strip() for c in re.split(r"[│┃]", line) if c.strip()]
-        if len(cells) == 4 and re.fullmatch(r"\d\.\d{3}", cells[1]):
+        if len(cells) == 2 + 2 * keeps and re.fullmatch(r"\d\.\d{3}", cells[1]):
             found[cells[0]] = cells[1:]
     return found
 
@@ -102,11 +102,7 @@ def test_several_keeps_in_one_run_and_each_signal_scored_once_per_question(monke
     assert result.exit_code == 0, result.output
     assert "recall@1" in result.output and "recall@4" in result.output
     assert len(calls) == 1 + 3  # the untimed warm-up, then once per question: rrf reuses it
-    table = {}
-    for line in result.output.splitlines():
-        cells = [c.strip() for c in re.split(r"[│┃]", line) if c.strip()]
-        if len(cells) == 6 and re.fullmatch(r"\d\.\d{3}", cells[1]):
-            table[cells[0]] = cells[1:]
+    table = rows(result.output, keeps=2)
     assert list(table) == ["retriever", "dense", "rrf:retriever+dense"]
     data = load_dataset("hotpotqa-sample", "dev", 3)
     index = open_retriever(data)
