@@ -80,9 +80,9 @@ class NetcastProgram(dspy.Module):
 
     def search_session(self, question: str, contextualizer: dspy.Module | None = None):
         """A per-question search step with the de-duplication and contextualization modules
-        switched on by the ``dedup`` / ``contextualize`` knobs, and the precision step by
+        switched on by the ``dedup`` / ``contextualize`` knobs, the precision step by
         ``rerank_pool`` / ``rerank_signal`` (when the program has them; a model signal scores
-        with the program's own model)."""
+        with the program's own model), and the link hop by ``links``."""
         use_memory = bool(self.knobs.get("contextualize")) and contextualizer is not None
         return SearchSession(
             self.search,
@@ -93,6 +93,8 @@ class NetcastProgram(dspy.Module):
             rerank_pool=int(self.knobs.get("rerank_pool") or 0),
             rerank_signal=self.knobs.get("rerank_signal") or "retriever",
             rerank_lm=self.own_lm(),
+            links=int(self.knobs.get("links") or 0),
+            corpus=getattr(self.retriever, "corpus", None),
         )
 
     def own_lm(self):

@@ -22,7 +22,8 @@ them answered from an empty context). ``allow_delete_all=True`` is the paper's r
 ``delete_signal`` adds a score threshold beside the model's deletion (``programs.shared.rerank``:
 a chunk scored below ``delete_below`` times the retrieval's best is dropped too; the best never
 is, nor, unless allowed, every chunk of a retrieval); off by default (the paper's deletion is the
-model's alone).
+model's alone). ``links`` adds to each retrieval up to that many passages its chunks name by title
+(``programs.shared.links``), which chunk_delete then judges with the rest; off by default.
 
 The working context is program state: chunks under short labels ([C1], [C2], ...); chunks just
 retrieved are shown to chunk_delete as [N1], [N2], ... and a deletion can only name those. The
@@ -141,6 +142,9 @@ class Iterative(NetcastProgram):
         # its retrieval is dropped too (the best never is); None: the model's deletion only
         delete_signal: str | None = None
         delete_below: float = knobs.knob(0.5, ge=0.0, le=1.0)
+        # a link hop after each search (programs.shared.search): up to `links` passages its
+        # results name by title join them (0: none); no search range yet: unmeasured here
+        links: int = knobs.knob(0, ge=0)
 
         @field_validator("delete_signal")
         @classmethod

@@ -105,6 +105,9 @@ class KnowledgeAware(NetcastProgram):
         # (0: none, the top k); no search range: model signals cost a call per candidate
         rerank_pool: int = knobs.knob(0, ge=0)
         rerank_signal: str = "retriever"
+        # a link hop after each search (programs.shared.search): up to `links` passages its
+        # results name by title join them (0: none); no search range yet: unmeasured here
+        links: int = knobs.knob(0, ge=0)
 
         @field_validator("rerank_signal")
         @classmethod

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from netcast import trace
 from netcast.corpus import Corpus, doc_id_of_chunk
@@ -85,12 +85,15 @@ def mentions(text: str, keys: dict[tuple[str, ...], list[str]]) -> list[str]:
     return found
 
 
-def follow(hits: Sequence[Hit], corpus: Corpus, seeds: int, limit: int) -> list[Hit]:
+def follow(
+    hits: Sequence[Hit], corpus: Corpus, seeds: int, limit: int, exclude: Collection[str] = ()
+) -> list[Hit]:
     """Up to ``limit`` hits linked from the first ``seeds`` of ``hits`` (module docstring),
-    each carrying its seed's score; recorded as a ``links`` stage of the active trace."""
+    none of the chunk ids in ``exclude``, each carrying its seed's score; recorded as a
+    ``links`` stage of the active trace."""
     start = time.perf_counter()
     keys = title_keys(corpus)
-    have = {doc_id_of_chunk(h.chunk.id) for h in hits}
+    have = {doc_id_of_chunk(h.chunk.id) for h in hits} | {doc_id_of_chunk(i) for i in exclude}
     linked: list[Hit] = []
     for seed in hits[:seeds]:
         for chunk_id in mentions(seed.chunk.text, keys):

@@ -10,7 +10,9 @@
 
 A precision step may sit in front of them (``rerank_pool``): each retrieval fetches that many
 candidates and keeps the ``k`` a ``programs.shared.rerank`` signal scores best against the query;
-only the kept ones count as seen.
+only the kept ones count as seen. A link hop may follow it (``links``, ``programs.shared.links``):
+up to that many passages the retrieval's passages name by title join it (never a seen one under
+de-duplication), and count as seen.
 
 A ``SearchSession`` holds one question's state (seen ids, memory) explicitly."""
 
@@ -21,7 +23,8 @@ from typing import Any
 
 import dspy
 
-from netcast.corpus import format_passage
+from netcast.corpus import Corpus, format_passage
+from netcast.programs.shared.links import follow
 from netcast.programs.shared.lists import parse_list
 from netcast.programs.shared.rerank import rerank
 from netcast.retrievers.base import Hit
@@ -42,13 +45,18 @@ class SearchSession:
         rerank_pool: int = 0,
         rerank_signal: str = "retriever",
         rerank_lm: Any = None,
+        links: int = 0,
+        corpus: Corpus | None = None,
     ):
+        if links and corpus is None:
+            raise ValueError("a link hop needs the corpus whose titles it follows")
         self._search = search
         self.rerank_pool, self.rerank_signal, self.rerank_lm = (
             rerank_pool,
             rerank_signal,
             rerank_lm,
         )
+        self.links, self.corpus = links, corpus
         self.question = question
         self.dedup = dedup
         self.contextualizer = contextualizer
@@ -64,6 +72,8 @@ class SearchSession:
             hits = rerank(query, pool, self.rerank_signal, k, lm=self.rerank_lm)
         else:
             hits = self._search(query, k, exclude)
+        if self.links and hits:
+            hits = hits + follow(hits, self.corpus, len(hits), self.links, exclude)
         self.seen += [h.chunk.id for h in hits if h.chunk.id not in self.seen]
         if self.contextualizer is not None and hits:
             self.remember(hits)

@@ -21,7 +21,10 @@ def answer(prompt):
     # answers are the question's first word, marked when few-shot demos are in the prompt
     demos = prompt.count("[[ ## answer ## ]]\nWord")
     word = last_question(prompt).split()[0]
-    return {"answer": f"{word} ({demos} demos)"}
+    reply = {"answer": f"{word} ({demos} demos)"}
+    if "`reasoning`" in prompt:  # a chain-of-thought step (a tuning trial may switch it on)
+        reply["reasoning"] = "The question names it."
+    return reply
 """
 namespace = {"last_question": last_question}
 exec(SCRIPT, namespace)
@@ -74,6 +77,7 @@ def test_compile_save_load_in_a_fresh_process_gives_identical_predictions(
         "chain_of_thought": False,
         "rerank_pool": 0,
         "rerank_signal": "retriever",
+        "links": 0,
     }
     assert recipe["optimizer"]["name"] == "bootstrap" and recipe["metric"] == "f1"
     assert recipe["retriever"]["kind"] == "bm25" and len(recipe["retriever"]["corpus_hash"]) == 64

@@ -50,7 +50,7 @@ def capitals(tmp_path):
 def joint_recipe(dataset):
     return make_recipe(
         program="basic",
-        knobs={"chain_of_thought": False},
+        knobs={"chain_of_thought": False, "links": 0},
         dataset=dataset,
         optimizer="joint",
         teacher="annotations",
@@ -61,7 +61,8 @@ def joint_recipe(dataset):
 
 
 def test_grid_tries_each_point_once_defaults_first():
-    grid = knob_grid(BasicRAG, fixed={"chain_of_thought": False})
+    assert knob_grid(BasicRAG)["links"] == [0, 1, 2, 3]
+    grid = knob_grid(BasicRAG, fixed={"chain_of_thought": False, "links": 0})
     assert grid == {"top_k": [1, 3, 5, 7, 9]}
     points = grid_points(grid, ["none", "annotations"], BasicRAG.knob_defaults(), seed=3)
     assert points[0] == {"top_k": 5, "demos": "none"}
@@ -110,7 +111,7 @@ def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
     saved, _, _ = read_artifact(result.artifact)
     assert saved["knobs"] == {**BasicRAG.knob_defaults(), "top_k": 1, "chain_of_thought": False}
     trials = saved["joint"]["trials"]
-    assert trials[0]["knobs"] == {"chain_of_thought": False, "top_k": 5}  # defaults first
+    assert trials[0]["knobs"] == {"chain_of_thought": False, "links": 0, "top_k": 5}  # defaults
     assert trials[0]["demos"] == "none" and trials[0]["state"] in ("complete", "pruned")
     tried = [(t["knobs"]["top_k"], t["demos"]) for t in trials]
     assert len(tried) == len(set(tried)) == 10
@@ -141,12 +142,12 @@ def test_the_budget_of_model_calls_stops_the_search(scripted_lm, bm25):
             bm25,
             train,
             lm=lm,
-            fixed={"chain_of_thought": False},
+            fixed={"chain_of_thought": False, "links": 0},
             demos=["none"],
             budget=1,
         )
     assert len(result.trials) == 1  # the first trial spent the budget
-    assert result.knobs == {"chain_of_thought": False, "top_k": 5}
+    assert result.knobs == {"chain_of_thought": False, "links": 0, "top_k": 5}
     assert len(engine.prompts) == 6  # its validation fold: the last 60% of 10 questions
 
 

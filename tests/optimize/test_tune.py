@@ -65,7 +65,7 @@ def test_three_trials_on_sqlite(scripted_lm, bm25, tmp_path):
     done = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(done) == 3
     for t in done:
-        assert set(t.user_attrs["knobs"]) == {"top_k", "chain_of_thought"}
+        assert set(t.user_attrs["knobs"]) == {"top_k", "chain_of_thought", "links"}
         assert t.values[0] == 1.0 and t.values[1] == pytest.approx(
             t.user_attrs["aggregate"]["tokens_in"] + t.user_attrs["aggregate"]["tokens_out"]
         )
@@ -322,7 +322,7 @@ def test_a_grid_study_tries_each_setting_once_and_stops_when_the_grid_is_spent(s
             id="q", question="capital of France?", answers=["Paris"], gold_ids=["paris"]
         ).with_inputs("question")
     ]
-    grid = {"top_k": [1, 2, 3], "chain_of_thought": [False]}
+    grid = {"top_k": [1, 2, 3], "chain_of_thought": [False], "links": [0]}
     study = tuning.open_study("g", None, ["f1", "cost"], grid=grid)
     tuning.tune(
         study,

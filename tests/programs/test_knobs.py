@@ -28,7 +28,8 @@ def test_a_wrong_type_is_refused_naming_the_knob(bm25):
 def test_an_unknown_knob_is_refused_naming_it_and_the_valid_ones(bm25):
     message = one_line_error(lambda: BasicRAG(bm25, nope=1))
     assert message == (
-        "basic: unknown knob 'nope'; knobs are top_k, chain_of_thought, rerank_pool, rerank_signal"
+        "basic: unknown knob 'nope'; knobs are top_k, chain_of_thought, rerank_pool, "
+        "rerank_signal, links"
     )
 
 

@@ -328,3 +328,17 @@ def test_a_delete_signal_drops_low_scored_chunks_beside_the_models_deletion(docs
     first = strict.trace["turns"][0]
     assert first["added"] == [by_doc["seine"]]
     assert len(first["deleted"]) == 2
+
+
+def test_links_join_a_retrieval_and_chunk_delete_judges_them_with_the_rest(scripted_lm, docs):
+    _, engine = scripted_lm(
+        agent([{"action": "search", "query": "Seine flows"}, {"action": "answer"}], [["N2"]])
+    )
+    prediction = Iterative(docs, k=1, fallback=False, links=1)(question="Which river?")
+    first = prediction.trace["turns"][0]
+    # the Seine's passage names Paris: the linked passage joins the retrieval as N2
+    assert first["returned"] == ["seine#0", "paris#0"]
+    assert first["deleted"] == ["paris#0"] and first["added"] == ["seine#0"]
+    delete_prompt = next(p for p in engine.prompts if "[[ ## retrieved ## ]]" in p)
+    assert "[N2] Paris: Paris is the capital" in delete_prompt
+    assert prediction.trace["stages"][0]["linked"] == ["paris#0"]

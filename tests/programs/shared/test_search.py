@@ -112,3 +112,16 @@ def test_a_rerank_pool_keeps_the_signals_best_and_only_they_count_as_seen(bm25):
     # without a pool (the default), the top k as the retriever ranks them
     plain = SearchSession(search, "q", rerank_signal="likelihood", rerank_lm=lm)
     assert [h.chunk.doc_id for h in plain.search(query, 2)] == pool[:2]
+
+
+def test_a_link_hop_adds_the_passages_a_retrieval_names_and_counts_them_seen(bm25):
+    # the Eiffel Tower's passage names Paris; the Louvre's names Paris too
+    session = SearchSession(bm25.search, "q", dedup=True, links=1, corpus=bm25.corpus)
+    first = [h.chunk.id for h in session.search("wrought-iron lattice tower", 1)]
+    assert first == ["eiffel#0", "paris#0"]
+    assert session.seen == first
+    # under de-duplication a seen passage is never linked again
+    second = [h.chunk.id for h in session.search("most-visited art museum", 1)]
+    assert second == ["louvre#0"]
+    plain = SearchSession(bm25.search, "q", links=0, corpus=bm25.corpus)
+    assert [h.chunk.id for h in plain.search("wrought-iron lattice tower", 1)] == ["eiffel#0"]
