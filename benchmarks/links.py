@@ -66,12 +66,12 @@ def retrieval_table(dataset: str, split: str, limit: int | None, k_values, links
     examples = [e for e in data.examples if e.get("gold_ids")]
     retriever = open_retriever(data)
     start = time.perf_counter()
-    keys = title_keys(retriever.corpus)
+    titles = title_keys(retriever.corpus)
     build = time.perf_counter() - start
     header(
         f"The link hop, retrieval only ({dataset}/{split}, n = {len(examples)}, BM25)",
         [
-            f"corpus: {len(retriever.corpus):,} chunks, {len(keys):,} title keys "
+            f"corpus: {len(retriever.corpus):,} chunks, {len(titles.keys):,} title keys "
             f"(built in {build:.2f} s)",
             "both gold: share of questions whose context holds every gold passage",
         ],

@@ -222,11 +222,12 @@ wide_joint_links() {
 }
 
 wide_15b() {
-  # the 1.5B model on the wide pool: basic at its defaults, with the link hop, and the two
-  # reference rows
-  $NETCAST bench --programs basic --variant basic:links=2 --reference gold \
-    --reference closed --datasets hotpotqa-wide --limit 150 --model embedded-1.5b \
-    --run-dir "$R/decisive-wide-1.5b"
+  # the 1.5B model on the wide pool: basic at its defaults, and the 0.5B's joint-compiled
+  # basic (links 1, no demonstrations) loaded with the 1.5B model (not recompiled for it),
+  # then the two reference rows
+  $NETCAST bench --programs basic --compiled "$R/artifacts/basic-joint-links-wide-0.5b" \
+    --reference gold --reference closed --datasets hotpotqa-wide --limit 150 \
+    --model embedded-1.5b --run-dir "$R/decisive-wide-1.5b"
 }
 
 musique_links() {

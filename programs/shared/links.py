@@ -20,7 +20,7 @@ another document's title, which is what ``follow`` reads:
   fixed-length context whose last passages gave way to links lost a gold passage on 7 of 150
   questions, benchmarks/README.md).
 
-Pure functions over a corpus; ``title_keys`` is computed once per corpus and cached beside it
+Pure functions over a corpus; its ``Titles`` are computed once per corpus and cached beside it
 (a read-only corpus gives the same keys every time)."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import re
 import time
 import weakref
 from collections.abc import Collection, Sequence
+from typing import NamedTuple
 
 from netcast import trace
 from netcast.corpus import Corpus, doc_id_of_chunk
@@ -38,9 +39,16 @@ WORD = re.compile(r"\w+")
 DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
 MIN_TITLE_CHARS = 4
 
-_KEYS: weakref.WeakKeyDictionary[Corpus, dict[tuple[str, ...], list[str]]] = (
-    weakref.WeakKeyDictionary()
-)
+
+class Titles(NamedTuple):
+    """A corpus's title keys -> the first chunk id of every document with that key, and the
+    longest key's length in words (the n-grams ``mentions`` looks up)."""
+
+    keys: dict[tuple[str, ...], list[str]]
+    longest: int
+
+
+_TITLES: weakref.WeakKeyDictionary[Corpus, Titles] = weakref.WeakKeyDictionary()
 
 
 def title_key(title: str) -> tuple[str, ...]:
@@ -52,10 +60,10 @@ def title_key(title: str) -> tuple[str, ...]:
     return tuple(WORD.findall(name))
 
 
-def title_keys(corpus: Corpus) -> dict[tuple[str, ...], list[str]]:
-    """Each title key of the corpus -> the first chunk id of every document with that key."""
-    if corpus in _KEYS:
-        return _KEYS[corpus]
+def title_keys(corpus: Corpus) -> Titles:
+    """The corpus's ``Titles`` (computed once per corpus)."""
+    if corpus in _TITLES:
+        return _TITLES[corpus]
     keys: dict[tuple[str, ...], list[str]] = {}
     seen_docs: set[str] = set()
     for chunk in corpus:
@@ -66,19 +74,19 @@ def title_keys(corpus: Corpus) -> dict[tuple[str, ...], list[str]]:
         key = title_key(chunk.title)
         if key:
             keys.setdefault(key, []).append(chunk.id)
-    _KEYS[corpus] = keys
-    return keys
+    titles = Titles(keys, max((len(k) for k in keys), default=0))
+    _TITLES[corpus] = titles
+    return titles
 
 
-def mentions(text: str, keys: dict[tuple[str, ...], list[str]]) -> list[str]:
+def mentions(text: str, titles: Titles) -> list[str]:
     """Chunk ids of the documents whose title ``text`` mentions, in the order of the mentions
     (a longer title wins where two start at the same word)."""
     words = WORD.findall(text)
-    longest = max((len(k) for k in keys), default=0)
     found: list[str] = []
     for start in range(len(words)):
-        for size in range(min(longest, len(words) - start), 0, -1):
-            ids = keys.get(tuple(words[start : start + size]))
+        for size in range(min(titles.longest, len(words) - start), 0, -1):
+            ids = titles.keys.get(tuple(words[start : start + size]))
             if ids:
                 found += [i for i in ids if i not in found]
                 break
@@ -92,11 +100,11 @@ def follow(
     none of the chunk ids in ``exclude``, each carrying its seed's score; recorded as a
     ``links`` stage of the active trace."""
     start = time.perf_counter()
-    keys = title_keys(corpus)
+    titles = title_keys(corpus)
     have = {doc_id_of_chunk(h.chunk.id) for h in hits} | {doc_id_of_chunk(i) for i in exclude}
     linked: list[Hit] = []
     for seed in hits[:seeds]:
-        for chunk_id in mentions(seed.chunk.text, keys):
+        for chunk_id in mentions(seed.chunk.text, titles):
             if len(linked) >= limit:
                 break
             doc = doc_id_of_chunk(chunk_id)

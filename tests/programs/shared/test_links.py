@@ -29,8 +29,9 @@ def test_title_keys_drop_the_disambiguation_and_short_titles():
     assert title_key("Tony Kaye (director)") == ("Tony", "Kaye")
     assert title_key("Midland, Michigan") == ("Midland", "Michigan")
     assert title_key("ABC") == ()  # three characters: too many accidental matches
-    keys = title_keys(corpus())
-    assert keys[("Tony", "Kaye")] == ["kaye#0"] and ("ABC",) not in keys
+    titles = title_keys(corpus())
+    assert titles.keys[("Tony", "Kaye")] == ["kaye#0"] and ("ABC",) not in titles.keys
+    assert titles.longest == 3  # "Dow Chemical Company", "American History X", "New York City"
 
 
 def test_mentions_in_text_order_the_longest_title_winning_case_sensitive():
