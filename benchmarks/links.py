@@ -4,6 +4,8 @@ context, without a model.
 1. ``--rows DIR``: from a bench run directory's committed rows (no model call), F1 of each row
    split by how many of the question's gold passages ``basic``'s context held, beside the
    gold-passage reference row on the same questions: where the gap to the ceiling sits.
+   ``--against ROW`` adds the same split by both ``basic``'s and ROW's gold recall: which
+   questions a change of context completed or broke.
 2. Retrieval alone, on a split's questions (by default the training split: a setting chosen
    here has not looked at dev): the share of questions whose context holds every gold passage,
    gold recall, and passages per question, for plain top-k and top-k plus up to L linked
@@ -11,7 +13,7 @@ context, without a model.
 
     .venv/bin/python benchmarks/links.py --dataset hotpotqa-wide --split train
     .venv/bin/python benchmarks/links.py --rows benchmarks/results/decisive-wide-0.5b \\
-        --dataset hotpotqa-wide --split train
+        --dataset hotpotqa-wide --split train --against basic-links-2
 """
 
 from __future__ import annotations
@@ -28,15 +30,26 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import header, table
 
 
-def gap_table(run_dir: Path, dataset: str) -> None:
-    """F1 of every row by basic's gold recall (0, half, all of the gold passages)."""
+def run_rows(run_dir: Path, dataset: str, needed: tuple[str, ...] = ("basic",)) -> dict:
+    """Each row's predictions of a bench run directory by question id; ``needed`` rows exist."""
     folder = run_dir / dataset
     rows = {}
     for path in sorted(folder.glob("*/predictions.jsonl")):
         with path.open(encoding="utf-8") as handle:
             rows[path.parent.name] = {r["id"]: r for r in map(json.loads, handle)}
-    if "basic" not in rows:
-        raise SystemExit(f"{folder}: no basic rows")
+    for name in needed:
+        if name not in rows:
+            raise SystemExit(f"{folder}: no {name} rows")
+    return rows
+
+
+def mean_f1(rows: dict, ids: list[str]) -> str:
+    return f"{sum(rows[i]['scores']['f1'] for i in ids) / len(ids):.3f}"
+
+
+def gap_table(run_dir: Path, dataset: str) -> None:
+    """F1 of every row by basic's gold recall (0, half, all of the gold passages)."""
+    rows = run_rows(run_dir, dataset)
     names = ["basic", *sorted(n for n in rows if n != "basic")]
     groups: dict[float, list[str]] = defaultdict(list)
     for qid, row in rows["basic"].items():
@@ -54,6 +67,28 @@ def gap_table(run_dir: Path, dataset: str) -> None:
             cells.append(f"{sum(have) / len(have):.3f}" if len(have) == len(ids) else "-")
         out.append([f"{recall:.2f}", len(ids), *cells])
     table(["basic's gold recall", "n", *names], out)
+
+
+def against_table(run_dir: Path, dataset: str, name: str) -> None:
+    """F1 of basic, ``name`` and the gold-passage row by (basic's, ``name``'s) gold recall."""
+    rows = run_rows(run_dir, dataset, ("basic", name, "reference-gold"))
+    basic, other, gold = rows["basic"], rows[name], rows["reference-gold"]
+    groups: dict[tuple[float, float], list[str]] = defaultdict(list)
+    for qid in basic.keys() & other.keys() & gold.keys():
+        groups[(basic[qid]["scores"]["recall"], other[qid]["scores"]["recall"])].append(qid)
+    header(f"F1 by basic's and {name}'s gold recall ({dataset}, {run_dir})")
+    out = [
+        [
+            f"{a:.2f}",
+            f"{b:.2f}",
+            len(ids),
+            mean_f1(basic, ids),
+            mean_f1(other, ids),
+            mean_f1(gold, ids),
+        ]
+        for (a, b), ids in sorted(groups.items())
+    ]
+    table(["basic's recall", f"{name}'s recall", "n", "basic", name, "reference-gold"], out)
 
 
 def retrieval_table(dataset: str, split: str, limit: int | None, k_values, links) -> None:
@@ -113,9 +148,12 @@ def main() -> None:
     parser.add_argument("--k", default="3,5", help="top-k values, comma-separated")
     parser.add_argument("--links", default="0,1,2,3", help="links values, comma-separated")
     parser.add_argument("--rows", type=Path, help="a bench run directory: the gap table too")
+    parser.add_argument("--against", action="append", default=[], help="with --rows: a row")
     args = parser.parse_args()
     if args.rows:
         gap_table(args.rows, args.dataset)
+        for name in args.against:
+            against_table(args.rows, args.dataset, name)
     k_values = [int(v) for v in args.k.split(",")]
     links = [int(v) for v in args.links.split(",")]
     retrieval_table(args.dataset, args.split, args.limit, k_values, links)

@@ -33,3 +33,20 @@ def test_retrieval_table_counts_gold_in_the_context_with_and_without_links(scrip
     plain, linked = rows["top 2 + links 0"], rows["top 2 + links 3"]
     assert plain[3] == "2.00" and 2.0 <= float(linked[3]) <= 5.0  # passages a question
     assert float(linked[2]) >= float(plain[2])  # links only add passages
+
+
+def test_against_table_splits_by_both_rows_gold_recall(script, tmp_path, capsys):
+    data = tmp_path / "run" / "toy"
+    write_rows(data / "basic", {"q1": (1.0, 1.0), "q2": (0.5, 0.0), "q3": (0.5, 0.5)})
+    write_rows(data / "links", {"q1": (0.5, 0.0), "q2": (1.0, 1.0), "q3": (1.0, 0.0)})
+    write_rows(data / "reference-gold", {"q1": (1.0, 1.0), "q2": (1.0, 1.0), "q3": (1.0, 0.5)})
+    script("links").against_table(tmp_path / "run", "toy", "links")
+    lines = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if line[:4] == "| 0." or line[:4] == "| 1."
+    ]
+    assert lines == [
+        "| 0.50 | 1.00 | 2 | 0.250 | 0.500 | 0.750 |",  # completed by links: q2, q3
+        "| 1.00 | 0.50 | 1 | 1.000 | 0.000 | 1.000 |",  # broken by links: q1
+    ]
