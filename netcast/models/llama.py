@@ -152,9 +152,14 @@ class LlamaCppEngine:
 
     def _restore(self, llm, key: str | None) -> None:
         """Put back the state ``key``'s last call left; llama-cpp-python's own prefix matching
-        then evaluates only what the new prompt adds to it."""
+        then evaluates only what the new prompt adds to it. With nothing saved for ``key`` (a
+        predictor's first call, or a request with no system prompt) the prompt is evaluated
+        from scratch: reusing whatever the call before left would make the reply depend on that
+        call (llama.cpp's logits differ slightly with where evaluation resumes, enough to flip
+        a greedy token: a prompt's reply differed after another prompt than after a fresh start)."""
         saved = self._saved.get(key) if key is not None else None
         if saved is None:
+            llm.reset()
             return
         ids, n_tokens, data = saved
         state = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
@@ -175,7 +180,7 @@ class LlamaCppEngine:
             if self.prefix_cache == "off":
                 llm.reset()
             key = self._prefix_key(request)
-            if self.prefix_cache == "predictor" and key != self._last_key:
+            if self.prefix_cache == "predictor" and (key is None or key != self._last_key):
                 self._restore(llm, key)
             processors = self._grammar(llm, config.response_format)
             try:
