@@ -84,6 +84,16 @@ def gold_passages(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
+def gold_titles(record: Mapping[str, Any], evidence: list[dict[str, Any]]) -> list[str]:
+    """The titles of the supporting documents: the supporting paragraphs', else the record's
+    ``supporting_titles`` (a QA file without paragraphs, asked of a saved index, names its gold
+    evidence this way: ``netcast.session.gold_by_title``)."""
+    if evidence:
+        return list(dict.fromkeys(p["title"] for p in evidence))
+    titles = record.get("supporting_titles") or []
+    return [str(t) for t in titles if isinstance(t, str) and t]
+
+
 def decomposition(record: Mapping[str, Any]) -> list[dict[str, str]]:
     """MuSiQue's ``question_decomposition`` as ``[{"question", "answer"}]`` (one per hop; a
     later hop may name an earlier one's answer as ``#1``), else ``[]``."""
@@ -103,6 +113,7 @@ def to_example(record: Mapping[str, Any]) -> dspy.Example:
         answers=list(record["answers"]),
         answer=record["answers"][0] if record["answers"] else "",  # for labeled demos
         gold_ids=[p["id"] for p in evidence],
+        gold_titles=gold_titles(record, evidence),
         gold_passages=evidence,
         hops=decomposition(record),
     ).with_inputs("question")

@@ -80,10 +80,14 @@ def _is_local(name: str) -> bool:
     return name.endswith(".jsonl") or Path(name).exists()
 
 
-def load_corpus(name: str, corpus: str | Path | None = None) -> tuple[str, list[Document]]:
+def load_corpus(
+    name: str, corpus: str | Path | None = None, required: bool = True
+) -> tuple[str, list[Document]]:
     """(corpus name, documents) of dataset ``name``, the same whichever split is asked for:
     ``corpus`` (a documents JSONL) when given; a bundled sample's or a local file's records
-    pooled; a hub benchmark's train and dev splits pooled (in full, whatever the limit)."""
+    pooled; a hub benchmark's train and dev splits pooled (in full, whatever the limit). A
+    dataset without passages is refused unless ``required`` is false (its questions are then
+    asked of a saved index: ``--index``)."""
     if corpus is not None:
         return f"file:{Path(corpus).name}", load_documents(corpus)
     if name in SAMPLES:
@@ -99,22 +103,28 @@ def load_corpus(name: str, corpus: str | Path | None = None) -> tuple[str, list[
             "or give a path to a .jsonl file"
         )
     documents = pooled_documents(records)
-    if not documents:
+    if not documents and required:
         raise InputError(
-            f"dataset {name!r} has no passages of its own: give a corpus file (--corpus)"
+            f"dataset {name!r} has no passages of its own: give a corpus file (--corpus) or "
+            "a saved index (--index)"
         )
     return name, documents
 
 
 def load_dataset(
-    name: str, split: str = "dev", limit: int | None = None, corpus: str | Path | None = None
+    name: str,
+    split: str = "dev",
+    limit: int | None = None,
+    corpus: str | Path | None = None,
+    corpus_required: bool = True,
 ) -> QADataset:
     """Examples of ``split`` (``train``, ``dev`` or ``all``) and the dataset's retrieval corpus.
 
     ``name`` is a bundled sample (``hotpotqa-sample``, ``musique-sample``), a hub benchmark
     (``hotpotqa``, ``2wikimultihopqa``, ``musique``, ``nq-open``, ``triviaqa``) or a path to a
     JSONL file of records. ``limit`` keeps the first questions of the split; the corpus does not
-    depend on the split or the limit (see ``load_corpus``).
+    depend on the split or the limit (see ``load_corpus``; ``corpus_required=False`` lets a
+    dataset without passages load, for a saved index to answer).
     """
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
@@ -141,5 +151,5 @@ def load_dataset(
         )
     if limit is not None:
         records = records[:limit]
-    corpus_name, documents = load_corpus(name, corpus)
+    corpus_name, documents = load_corpus(name, corpus, required=corpus_required)
     return QADataset(name, split, [to_example(r) for r in records], documents, corpus_name)

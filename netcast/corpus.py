@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from netcast.errors import InputError
 from netcast.models.tokens import TokenCounter
 
@@ -230,6 +232,20 @@ class Corpus:
 
     def __iter__(self) -> Iterator[Chunk]:
         return iter(self.chunks)
+
+    def passages(self, batch: int = 10_000) -> Iterator[list[str]]:
+        """Every chunk as the model sees it (``format_passage``), in batches, in order: what
+        an index is built from (a stored corpus reads them without building chunks)."""
+        for start in range(0, len(self.chunks), batch):
+            yield [format_passage(c.title, c.text) for c in self.chunks[start : start + batch]]
+
+    def titles(self) -> Iterator[tuple[str, str]]:
+        """(chunk id, title) of every chunk, in order."""
+        return ((c.id, c.title) for c in self.chunks)
+
+    def mean_tokens(self) -> float:
+        """The mean chunk length in tokens."""
+        return float(np.mean([c.n_tokens for c in self.chunks]))
 
     def content_hash(self) -> str:
         """sha256 over every chunk's id, title, text and meta, in order."""

@@ -32,6 +32,7 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would keep other users (workers) out of the result
     try:
         yield tmp
         if target.exists():

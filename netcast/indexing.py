@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from netcast import settings
 from netcast.corpus import Corpus, Document
-from netcast.files import short_hash, slug
+from netcast.files import atomic_directory, short_hash, slug
 from netcast.models.tokens import TokenCounter
 from netcast.retrievers import Retriever, build_retriever, load_index, save_index
+from netcast.retrievers.store import write_index_files
+from netcast.stored import CHUNKS_FILE, StoredCorpus, iter_documents, write_chunks
 
 
 def build_index(
@@ -29,6 +32,43 @@ def build_index(
     if out is not None:
         save_index(retriever, out, chunking=chunking or {"mode": "paragraph"}, **info)
     return retriever
+
+
+def build_stored_index(
+    corpus: str | Path,
+    out: str | Path,
+    counter: TokenCounter,
+    kind: str = "bm25",
+    chunking: dict[str, Any] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    **info: Any,
+) -> tuple[Retriever, int]:
+    """Stream a large corpus (``netcast.stored``: a .jsonl / .jsonl.gz file or a folder of .txt /
+    .md files) into an index directory ``out`` whose chunks stay on disk; returns the re-opened
+    retriever and the number of documents read. ``progress(phase, done, total)`` reports
+    ``"read"`` in bytes and ``"index"`` in chunks.
+
+    The directory is written atomically: a build stopped by an error leaves ``out`` as it was;
+    one killed outright leaves only a hidden temporary sibling, which the next build into
+    ``out`` removes before it starts (two builds into one directory at once are not supported).
+    """
+    out = Path(out)
+    chunking = chunking or {"mode": "paragraph"}
+    for stale in out.parent.glob(f".{out.name}.*"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def report(phase: str) -> Callable[[int, int], None] | None:
+        return (lambda done, total: progress(phase, done, total)) if progress else None
+
+    with atomic_directory(out) as tmp:
+        documents = iter_documents(corpus, report("read"))
+        windowed = counter if chunking.get("mode") == "window" else None
+        n_docs, _, digest = write_chunks(documents, tmp, chunking, windowed)
+        stored = StoredCorpus(tmp / CHUNKS_FILE, counter.name, digest)
+        retriever = build_retriever(stored, kind, progress=report("index"))
+        write_index_files(retriever, tmp, chunking=chunking, n_documents=n_docs, **info)
+    return load_index(out), n_docs
 
 
 def documents_hash(documents: Sequence[Document]) -> str:

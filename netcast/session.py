@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from netcast.corpus import Corpus, doc_id_of_chunk
 from netcast.data import QADataset, load_corpus
 from netcast.errors import InputError
 from netcast.indexing import cached_index
@@ -25,10 +26,40 @@ def open_retriever(
     its chunks' tokens counted with ``counter`` (give the counter of the model that will read
     them: ``netcast.token_counter(lm)``; default: the embedded model's tokenizer)."""
     if index is not None:
-        return load_index(index)
+        retriever = load_index(index)
+        if dataset is not None:
+            gold_by_title(dataset.examples, retriever.corpus)
+        return retriever
     if dataset is None:
         raise InputError("give a dataset or an index directory")
+    if not dataset.documents:
+        raise InputError(
+            f"dataset {dataset.name!r} has no passages of its own: give a corpus file (--corpus) "
+            "or a saved index (--index)"
+        )
     return cached_index(dataset.corpus_name, dataset.documents, counter or token_counter(), kind)
+
+
+def gold_by_title(examples: list, corpus: Corpus) -> int:
+    """Give the examples that name their gold evidence only by title (``gold_titles``, no
+    ``gold_ids``: a QA file without paragraphs) the ids of the corpus documents with exactly
+    those titles, so retrieval recall is measured against a saved index. Returns how many
+    examples got gold ids."""
+    wanted = {t for ex in examples if not ex.get("gold_ids") for t in ex.get("gold_titles") or []}
+    if not wanted:
+        return 0
+    docs: dict[str, list[str]] = {}
+    for chunk_id, title in corpus.titles():
+        if title in wanted:
+            doc_id = doc_id_of_chunk(chunk_id)
+            if doc_id not in docs.setdefault(title, []):
+                docs[title].append(doc_id)
+    linked = 0
+    for ex in examples:
+        if not ex.get("gold_ids") and ex.get("gold_titles"):
+            ex["gold_ids"] = [d for t in ex["gold_titles"] for d in docs.get(t, [])]
+            linked += bool(ex["gold_ids"])
+    return linked
 
 
 def retriever_recipe(retriever: Retriever, dataset: QADataset | str | None) -> dict[str, Any]:

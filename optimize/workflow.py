@@ -99,7 +99,7 @@ def run_evaluation(
     """Evaluate ``program`` on ``dataset``/``split`` with ``lm`` into ``run_dir`` (default:
     ``runs/<program>-<dataset>-<split>-<retriever>-<model>-<hash of the settings>``);
     rerunning the same evaluation resumes it."""
-    data = load_dataset(dataset, split, limit, corpus)
+    data = load_dataset(dataset, split, limit, corpus, corpus_required=index is None)
     check_questions(data.questions(), lm)
     index_obj = open_retriever(data, index, retriever, token_counter(lm))
     prog = build_program(program, index_obj, knobs, lm=lm)

@@ -12,6 +12,7 @@ import typer
 from netcast.cli.render import (
     console,
     err_console,
+    indexing_progress,
     results_table,
     score_table,
     study_table,
@@ -190,7 +191,11 @@ def index(
         Optional[str], typer.Option(help="index this dataset's pooled passages")  # noqa: UP045
     ] = None,
     corpus: Annotated[
-        Optional[Path], typer.Option(help="documents JSONL: title, text, meta")  # noqa: UP045
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            help="documents: a JSONL file (title, text, meta; optionally .jsonl.gz) or a folder "
+            "of .txt / .md files, streamed; chunks stay on disk (any size)"
+        ),
     ] = None,
     retriever: RetrieverOpt = "bm25",
     chunking: Annotated[str, typer.Option(help="paragraph | window")] = "paragraph",
@@ -200,20 +205,27 @@ def index(
 ) -> None:
     """Chunk documents, build a BM25, dense or hybrid index and save it."""
     from netcast.data import load_corpus
-    from netcast.indexing import build_index
+    from netcast.indexing import build_index, build_stored_index
     from netcast.models import token_counter
 
     try:
         if (dataset is None) == (corpus is None):
             raise NetcastError("give exactly one of --dataset or --corpus")
-        _, docs = load_corpus(dataset or "", corpus)
         counter = token_counter(_lm(model) if model else None)
         settings = {"mode": chunking, "window": window, "overlap": overlap}
-        built = build_index(docs, counter, retriever, out, settings, source=str(corpus or dataset))
+        if corpus is not None:
+            with indexing_progress() as progress:
+                built, n_docs = build_stored_index(
+                    corpus, out, counter, retriever, settings, progress, source=str(corpus)
+                )
+        else:
+            _, docs = load_corpus(dataset or "")
+            built = build_index(docs, counter, retriever, out, settings, source=dataset)
+            n_docs = len(docs)
     except NetcastError as err:
         _fail(str(err))
     console.print(
-        f"{built.kind} index of {len(built.corpus)} chunks ({len(docs)} documents, "
+        f"{built.kind} index of {len(built.corpus)} chunks ({n_docs} documents, "
         f"tokens by {counter.name}) -> {out}"
     )
 

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from netcast.optimize.metrics import BY_NAME, COST, PROTOCOL, QUALITY
@@ -117,3 +127,33 @@ def artifact_table(title: str, recipe: dict[str, Any], meta: dict[str, Any]) -> 
     lineage = meta.get("lineage")
     table.add_row("lineage", lineage["parent"] if lineage else "- (no parent)")
     return table
+
+
+@contextmanager
+def indexing_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on stderr for ``build_stored_index``: documents read (bytes of the
+    corpus files), then chunks indexed."""
+    labels = {"read": "reading documents", "index": "indexing chunks"}
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[amount]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    ) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(labels.get(phase, phase), total=total, amount="")
+            amount = (
+                f"{done / 1e6:,.1f} / {total / 1e6:,.1f} MB"
+                if phase == "read"
+                else (f"{done:,} / {total:,}")
+            )
+            bar.update(tasks[phase], completed=done, total=total, amount=amount)
+
+        yield update

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import bm25s
 import numpy as np
 import Stemmer
+from bm25s.tokenization import Tokenized, Tokenizer
 
-from netcast.corpus import Corpus, format_passage
+from netcast.corpus import Corpus
 from netcast.errors import InputError
 from netcast.retrievers.base import Hit, Shared, top_k_hits
+from netcast.stored import StoredCorpus
 
 STOPWORDS = "en"
 
@@ -26,22 +28,50 @@ def tokenize(texts: list[str], stemmer: Stemmer.Stemmer) -> list[list[str]]:
     )
 
 
+def tokenize_stored(
+    corpus: StoredCorpus, stemmer: Stemmer.Stemmer, progress: Callable[[int, int], None] | None
+) -> Tokenized:
+    """A stored corpus's token ids, read batch by batch (its texts never all in memory), with
+    the same splitting, lower-casing, stopwords and stems as ``tokenize``; ``progress`` gets
+    (chunks done, chunks in all)."""
+    tokenizer = Tokenizer(stopwords=STOPWORDS, stemmer=stemmer)
+    ids: list[list[int]] = []
+    for texts in corpus.passages():
+        ids.extend(tokenizer.tokenize(texts, update_vocab=True, show_progress=False))
+        if progress:
+            progress(len(ids), len(corpus))
+    vocab = tokenizer.get_vocab_dict()
+    if set(vocab) <= {""}:
+        ids = [[] for _ in ids]
+    return Tokenized(ids=ids, vocab=vocab)
+
+
 class BM25Retriever(Shared):
     """Lexical retrieval. Scores are raw BM25 (Lucene variant, k1=1.5, b=0.75); only chunks
     sharing at least one query term are returned (score > 0)."""
 
     kind = "bm25"
 
-    def __init__(self, corpus: Corpus, model: bm25s.BM25 | None = None):
+    def __init__(
+        self,
+        corpus: Corpus,
+        model: bm25s.BM25 | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ):
         self.corpus = corpus
         self._stemmer = _stemmer()
         if model is None:
             model = bm25s.BM25()
-            texts = [format_passage(c.title, c.text) for c in corpus]
-            tokens = tokenize(texts, self._stemmer)
-            if not any(tokens):  # bm25s would fail on an empty vocabulary
+            if isinstance(corpus, StoredCorpus):
+                tokens = tokenize_stored(corpus, self._stemmer, progress)
+            else:
+                tokens = tokenize(
+                    [text for batch in corpus.passages() for text in batch], self._stemmer
+                )
+            if not any(tokens.ids if isinstance(tokens, Tokenized) else tokens):
+                # bm25s would fail on an empty vocabulary
                 raise InputError(
-                    f"the corpus's {len(texts)} passage(s) hold no searchable word (only "
+                    f"the corpus's {len(corpus)} passage(s) hold no searchable word (only "
                     "stopwords or one-letter words): BM25 cannot index them"
                 )
             model.index(tokens, show_progress=False)
@@ -62,4 +92,7 @@ class BM25Retriever(Shared):
 
     @classmethod
     def load(cls, corpus: Corpus, directory: Path) -> BM25Retriever:
-        return cls(corpus, bm25s.BM25.load(str(directory / "bm25")))
+        """Re-open a saved index; a stored corpus's is memory-mapped (read-only, shared by
+        every process that opens it)."""
+        mmap = isinstance(corpus, StoredCorpus)
+        return cls(corpus, bm25s.BM25.load(str(directory / "bm25"), mmap=mmap))

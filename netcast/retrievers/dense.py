@@ -9,7 +9,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from netcast.corpus import Corpus, format_passage
+from netcast.corpus import Corpus
 from netcast.retrievers.base import Hit, Shared
 
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -42,7 +42,7 @@ class DenseRetriever(Shared):
     def __init__(self, corpus: Corpus, index: faiss.Index | None = None):
         self.corpus = corpus
         if index is None:
-            vectors = embed([format_passage(c.title, c.text) for c in corpus])
+            vectors = embed([text for batch in corpus.passages() for text in batch])
             index = faiss.IndexFlatIP(vectors.shape[1])
             index.add(vectors)
         if index.ntotal != len(corpus):

@@ -1,13 +1,16 @@
 """Build retrievers, and save/load them as self-contained index directories.
 
 An index directory holds ``index.json`` (kind, corpus content hash, token counter, ...),
-``chunks.jsonl`` (the corpus itself) and the kind's own files (``bm25/``, ``dense.faiss``).
+``chunks.jsonl`` or ``chunks.arrow`` (the corpus itself: ``netcast.stored``) and the kind's
+own files (``bm25/``, ``dense.faiss``).
 Nothing in it is pickled.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +21,19 @@ from netcast.retrievers.base import Retriever
 from netcast.retrievers.bm25 import BM25Retriever
 from netcast.retrievers.dense import EMBEDDING_MODEL, DenseRetriever
 from netcast.retrievers.hybrid import HybridRetriever
+from netcast.stored import CHUNKS_FILE, StoredCorpus
 
 KINDS = ("bm25", "dense", "hybrid")
 FORMAT_VERSION = 1
 
 
-def build_retriever(corpus: Corpus, kind: str = "bm25") -> Retriever:
+def build_retriever(
+    corpus: Corpus, kind: str = "bm25", progress: Callable[[int, int], None] | None = None
+) -> Retriever:
+    """A ``kind`` retriever over ``corpus``; ``progress`` gets BM25's (chunks tokenized, chunks
+    in all) as a stored corpus is read."""
     if kind == "bm25":
-        return BM25Retriever(corpus)
+        return BM25Retriever(corpus, progress=progress)
     if kind == "dense":
         return DenseRetriever(corpus)
     if kind == "hybrid":
@@ -41,21 +49,32 @@ def save_index(retriever: Retriever, directory: str | Path, **info: Any) -> Path
     """Write the index directory atomically (a temporary sibling, then a rename)."""
     directory = Path(directory)
     with atomic_directory(directory) as tmp:
-        retriever.corpus.save(tmp / "chunks.jsonl")
-        for part in _parts(retriever):
-            part.save(tmp)
-        meta = {
-            "format": FORMAT_VERSION,
-            "kind": retriever.kind,
-            "corpus_hash": retriever.corpus.content_hash(),
-            "n_chunks": len(retriever.corpus),
-            "token_counter": retriever.corpus.token_counter,
-            "embedding_model": EMBEDDING_MODEL if retriever.kind != "bm25" else None,
-            **info,
-        }
-        (tmp / "index.json").write_text(json.dumps(meta, indent=2))
+        write_index_files(retriever, tmp, **info)
     retriever.location = str(directory.resolve())
     return directory
+
+
+def write_index_files(retriever: Retriever, directory: Path, **info: Any) -> None:
+    """The index files into ``directory``: the corpus (``chunks.jsonl``, or a stored corpus's
+    ``chunks.arrow`` unless it is already there), each retriever part's files, ``index.json``."""
+    corpus = retriever.corpus
+    if isinstance(corpus, StoredCorpus):
+        if corpus.path.resolve() != (directory / CHUNKS_FILE).resolve():
+            shutil.copyfile(corpus.path, directory / CHUNKS_FILE)
+    else:
+        corpus.save(directory / "chunks.jsonl")
+    for part in _parts(retriever):
+        part.save(directory)
+    meta = {
+        "format": FORMAT_VERSION,
+        "kind": retriever.kind,
+        "corpus_hash": corpus.content_hash(),
+        "n_chunks": len(corpus),
+        "token_counter": corpus.token_counter,
+        "embedding_model": EMBEDDING_MODEL if retriever.kind != "bm25" else None,
+        **info,
+    }
+    (directory / "index.json").write_text(json.dumps(meta, indent=2))
 
 
 def read_index_info(directory: str | Path) -> dict[str, Any]:
@@ -73,7 +92,11 @@ def load_index(directory: str | Path, expected_hash: str | None = None) -> Retri
     ``expected_hash`` when given)."""
     directory = Path(directory)
     info = read_index_info(directory)
-    corpus = Corpus.load(directory / "chunks.jsonl", token_counter=info.get("token_counter", ""))
+    counter = info.get("token_counter", "")
+    if (directory / CHUNKS_FILE).exists():  # a stored corpus: its hash was taken as written
+        corpus: Corpus = StoredCorpus(directory / CHUNKS_FILE, counter, info.get("corpus_hash", ""))
+    else:
+        corpus = Corpus.load(directory / "chunks.jsonl", token_counter=counter)
     actual = corpus.content_hash()
     for wanted in (info.get("corpus_hash"), expected_hash):
         if wanted and wanted != actual:

@@ -135,7 +135,7 @@ def budgeted_hits(hits, kind: str, budget: int, selector: str = "exact", resolut
 def mean_chunk_tokens(corpus: Corpus) -> float:
     """The corpus's mean chunk length in tokens (computed once per corpus object)."""
     if corpus not in _MEAN_TOKENS:
-        _MEAN_TOKENS[corpus] = float(np.mean([c.n_tokens for c in corpus.chunks]))
+        _MEAN_TOKENS[corpus] = float(corpus.mean_tokens())
     return _MEAN_TOKENS[corpus]
 
 

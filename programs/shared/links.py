@@ -66,14 +66,14 @@ def title_keys(corpus: Corpus) -> Titles:
         return _TITLES[corpus]
     keys: dict[tuple[str, ...], list[str]] = {}
     seen_docs: set[str] = set()
-    for chunk in corpus:
-        doc = doc_id_of_chunk(chunk.id)
+    for chunk_id, title in corpus.titles():
+        doc = doc_id_of_chunk(chunk_id)
         if doc in seen_docs:
             continue
         seen_docs.add(doc)
-        key = title_key(chunk.title)
+        key = title_key(title)
         if key:
-            keys.setdefault(key, []).append(chunk.id)
+            keys.setdefault(key, []).append(chunk_id)
     titles = Titles(keys, max((len(k) for k in keys), default=0))
     _TITLES[corpus] = titles
     return titles
