@@ -50,6 +50,9 @@ def endpoint(lm: Any) -> str:
     kwargs = getattr(lm, "kwargs", None) or {}
     model = str(getattr(lm, "model", lm))
     base = kwargs.get("api_base") or kwargs.get("base_url")
+    bases = getattr(getattr(lm, "engine", None), "bases", None)
+    if bases:  # replicas (netcast.models.replicas)
+        base = " and ".join(bases)
     if not base and model.startswith("openai/"):
         base = os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
     return str(base or model)

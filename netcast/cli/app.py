@@ -45,10 +45,11 @@ KnobOpt = Annotated[
 ]
 LimitOpt = Annotated[Optional[int], typer.Option(help="first N questions")]  # noqa: UP045
 ApiBaseOpt = Annotated[
-    Optional[str],  # noqa: UP045
+    Optional[list[str]],  # noqa: UP045
     typer.Option(
         "--api-base",
-        help="model endpoint URL for every model of the command (e.g. http://127.0.0.1:8000/v1)",
+        help="model endpoint URL for every model of the command (e.g. http://127.0.0.1:8000/v1);"
+        " repeat it for replicas of the model on several servers: calls are spread over them",
     ),
 ]
 ConstrainedOpt = Annotated[
@@ -81,15 +82,16 @@ def _fail(message: str) -> None:
 
 def _lm(
     model: str | None,
-    api_base: str | None = None,
+    api_base: list[str] | str | None = None,
     retries: int | None = None,
     constrained: bool = True,
 ):
     from netcast.models import make_lm
 
     kwargs: dict[str, Any] = {} if constrained else {"constrained": False}
-    if api_base:
-        kwargs["api_base"] = api_base
+    if api_base:  # one server, or several replicas (netcast.models.replicas)
+        bases = [api_base] if isinstance(api_base, str) else list(api_base)
+        kwargs["api_base"] = bases[0] if len(bases) == 1 else bases
     if retries is not None:
         kwargs["num_retries"] = retries
     return make_lm(model, **kwargs)

@@ -61,7 +61,7 @@ def measure(
     signals: str,
     model: str | None,
     retriever: str,
-    api_base: str | None,
+    api_base: list[str] | None,
     seed: int,
 ) -> Table:
     from netcast.data import load_dataset

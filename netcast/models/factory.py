@@ -16,6 +16,7 @@ from netcast.errors import InputError
 from netcast.models import embedded
 from netcast.models.adapter import ChatAdapter
 from netcast.models.embedded import EMBEDDED
+from netcast.models.replicas import ReplicaEngine
 from netcast.models.tokens import TokenCounter, approx_counter, embedded_counter
 
 DEFAULT_N_CTX = 8192
@@ -48,8 +49,9 @@ def use_netcast_cache() -> None:
 
 def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     """A DSPy LM: an embedded model by name (``"embedded"``, ``"embedded-1.5b"``), else a
-    litellm string (``openai/gpt-4o-mini``, ``ollama_chat/llama3.1``, ...). Temperature 0 by
-    default. Uses netcast's DSPy cache directory. Embedded models decode under the JSON schema
+    litellm string (``openai/gpt-4o-mini``, ``ollama_chat/llama3.1``, ...); ``api_base`` a list
+    of several servers spreads its calls over them (``netcast.models.replicas``). Temperature 0
+    by default. Uses netcast's DSPy cache directory. Embedded models decode under the JSON schema
     of each step's outputs (``constrained=True``, see ``default_adapter``); ``constrained=False``
     decodes freely, for comparison."""
     use_netcast_cache()
@@ -73,6 +75,16 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     lm_kwargs.pop("constrained", None)  # a provider's structured output: see default_adapter
     lm_kwargs.setdefault("max_tokens", 1024)
     lm_kwargs.setdefault("num_retries", 3)
+    bases = lm_kwargs.get("api_base")
+    if isinstance(bases, (list, tuple)):
+        bases = list(dict.fromkeys(bases))
+        if len(bases) > 1:  # replicas of one model (netcast.models.replicas)
+            del lm_kwargs["api_base"]
+            client = {k: lm_kwargs.pop(k) for k in ("api_key", "timeout") if k in lm_kwargs}
+            return dspy.LM(name, engine=ReplicaEngine(bases, **client), **lm_kwargs)
+        lm_kwargs["api_base"] = bases[0] if bases else None
+        if not bases:
+            del lm_kwargs["api_base"]
     return dspy.LM(name, **lm_kwargs)
 
 
@@ -121,7 +133,7 @@ def context_window(lm: Any = None) -> int:
     engine = getattr(lm, "engine", None)
     if hasattr(engine, "n_ctx"):
         return int(engine.n_ctx)
-    if not isinstance(engine, str):  # a custom engine that does not say: assume 128k
+    if not isinstance(engine, (str, ReplicaEngine)):  # a custom engine: assume 128k
         return 128_000
     import litellm
 
@@ -190,7 +202,12 @@ def preflight(lm: Any) -> None:
 
     from netcast.errors import ModelCallError
 
-    if not isinstance(getattr(lm, "engine", None), str):
+    engine = getattr(lm, "engine", None)
+    if isinstance(engine, ReplicaEngine):  # each replica as if it were alone
+        for base in engine.bases:
+            preflight(dspy.LM(lm.model, api_base=base, **(getattr(lm, "kwargs", {}) or {})))
+        return
+    if not isinstance(engine, str):
         return
     model = lm.model
     kwargs = getattr(lm, "kwargs", {}) or {}

@@ -423,3 +423,39 @@ def test_a_compile_interrupted_by_the_server_dying_leaves_no_artifact(live, tmp_
     (line,) = error_lines(result.output)
     assert f"failed calling {live.base}" in line and "no artifact was written" in line
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def replica(tmp_path_factory):
+    """A second server with the same model: a replica of ``server``."""
+    pytest.importorskip("uvicorn", reason="the server extra: pip install -e '.[server]'")
+    from netcast.models import embedded
+
+    started = LlamaServer(embedded.model_path(), tmp_path_factory.mktemp("llama_replica"))
+    started.start()
+    yield started
+    started.stop()
+
+
+@pytest.mark.slow
+def test_two_servers_share_the_calls_and_one_dying_loses_no_question(live, replica, tmp_path):
+    """--api-base twice: calls alternate between the two servers; when one is killed mid-run,
+    the run finishes on the other with every question saved once."""
+    run_dir = tmp_path / "r"
+    args = ["evaluate", "--program", "basic", "--set", "top_k=1", "--threads", "1"]
+    args += ["--retries", "0", "--model", f"openai/{SMALL}", "--run-dir", run_dir]
+    args += ["--api-base", live.base, "--api-base", replica.base]
+    before = live.settled(), replica.settled()
+    first = cli(*args, "--limit", "4")
+    assert first.exit_code == 0, first.output
+    assert (live.settled() - before[0], replica.settled() - before[1]) == (2, 2)
+
+    before = live.settled(), replica.settled()
+    live.kill_after(1)  # answers question 5, then dies (SIGKILL) while question 6 is on the other
+    second = cli(*args, "--limit", "8")
+    assert second.exit_code == 0, second.output
+    assert live.process.poll() is not None  # it did die
+    assert live.completions - before[0] <= 2 and replica.settled() - before[1] >= 2
+    saved = rows(run_dir)
+    assert len(saved) == 8 and len({r["id"] for r in saved}) == 8
+    assert all(r["answer"] for r in saved)
