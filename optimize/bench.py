@@ -80,6 +80,7 @@ def run_bench(
     progress: bool = True,
     max_errors: int = 3,
     info: dict[str, Any] | None = None,
+    index: str | Path | None = None,
 ) -> tuple[Path, dict[tuple[str, str], EvalResult]]:
     """Evaluate every program on every dataset into ``run_dir/<dataset>/<program>/`` (a dataset
     given as a path is named by a slug of it); finished questions are kept and skipped when the
@@ -93,6 +94,7 @@ def run_bench(
         "model": lm.model,
         **decoding_info(lm),
         "retriever": retriever,
+        **({"index": str(index)} if index else {}),
         "split": split,
         "limit": limit,
         "programs": list(programs),
@@ -102,7 +104,10 @@ def run_bench(
         **({"references": list(references)} if references else {}),
     }
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
-    loaded = {dataset: load_dataset(dataset, split, limit) for dataset in datasets}
+    loaded = {
+        dataset: load_dataset(dataset, split, limit, corpus_required=not index)
+        for dataset in datasets
+    }
     for data in loaded.values():  # a question too long for the model stops here too
         check_questions(data.questions(), lm)
     preflight(lm)  # a missing key or an unknown model stops here, before any question
@@ -112,10 +117,10 @@ def run_bench(
     results = {}
     for dataset in datasets:
         data = loaded[dataset]
-        index = open_retriever(data, kind=retriever, counter=token_counter(lm))
-        entries = [(name, build_program(name, index, lm=lm)) for name in programs]
-        entries += [(label, build_program(p, index, k, lm=lm)) for label, p, k in changed]
-        entries += [(Path(c).name, load(c, model=lm, retriever=index)) for c in compiled]
+        searcher = open_retriever(data, index, kind=retriever, counter=token_counter(lm))
+        entries = [(name, build_program(name, searcher, lm=lm)) for name in programs]
+        entries += [(label, build_program(p, searcher, k, lm=lm)) for label, p, k in changed]
+        entries += [(Path(c).name, load(c, model=lm, retriever=searcher)) for c in compiled]
         entries += reference_readers(references, data.examples, dataset, lm=lm)
         folder = slug(Path(dataset).stem if dataset.endswith(".jsonl") else dataset)
         for name, program in entries:

@@ -39,9 +39,26 @@ from netcast.optimize.compile import (
 from netcast.optimize.evaluate import EvalResult, evaluate
 from netcast.optimize.joint import joint_compile, joint_study, knob_grid
 from netcast.programs import get_program
-from netcast.session import build_program, load, open_retriever, retriever_recipe
+from netcast.session import (
+    build_program,
+    gold_by_title,
+    load,
+    open_retriever,
+    retriever_recipe,
+)
 
 TEACHERS = ("model", "annotations")
+
+
+def _index_entry(index: str | Path | None) -> dict[str, str]:
+    """A recipe's saved index, recorded as an absolute path (recompiled from anywhere)."""
+    return {"index": str(Path(index).resolve())} if index else {}
+
+
+def _needs(index: str | Path | None) -> dict[str, bool]:
+    """``load_dataset``'s corpus requirement: a dataset without passages loads when a saved
+    index will answer its questions."""
+    return {"corpus_required": not index}
 
 
 def endpoint(lm: Any) -> str:
@@ -154,6 +171,7 @@ def make_recipe(
     seed: int = 0,
     select_on: str = "dev",
     teacher: str = "model",
+    index: str | Path | None = None,
 ) -> dict[str, Any]:
     """A compile's recipe. ``teacher`` is where demonstrations come from: ``model`` (the
     model's, or ``teacher_model``'s, successful traces) or ``annotations`` (the training data's
@@ -172,7 +190,10 @@ def make_recipe(
     return {
         "program": program,
         "knobs": knobs,
-        "retriever": {"kind": retriever},
+        "retriever": {
+            "kind": retriever,
+            **({"index": str(Path(index).resolve())} if index else {}),
+        },
         "dataset": {
             "name": dataset,
             "train_split": train_split,
@@ -230,12 +251,19 @@ def compile_recipe(
     if teacher_lm is None and teacher:
         teacher_lm = make_lm(teacher)
     data = recipe["dataset"]
-    train = load_dataset(data["name"], data["train_split"], data.get("train_limit"))
-    dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"))
+    index = recipe["retriever"].get("index")  # a saved index (netcast index), else built
+    train = load_dataset(
+        data["name"], data["train_split"], data.get("train_limit"), **_needs(index)
+    )
+    dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"), **_needs(index))
     optimizer = recipe["optimizer"]["name"]
     if optimizer != "joint":  # refused now, not after the dev questions are scored
         selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
-    retriever = open_retriever(train, kind=recipe["retriever"]["kind"], counter=token_counter(lm))
+    retriever = open_retriever(
+        train, index, kind=recipe["retriever"]["kind"], counter=token_counter(lm)
+    )
+    if index:
+        gold_by_title(dev.examples, retriever.corpus)
     program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
     check_questions([*train.questions(), *dev.questions()], lm)
     preflight(lm)
@@ -356,7 +384,9 @@ def recompile(
         new_recipe["knobs"] = knobs
     if select_on is not None:
         new_recipe["dataset"] = {**recipe["dataset"], "select_on": select_on}
-    new_recipe["retriever"] = {"kind": recipe["retriever"]["kind"]}
+    new_recipe["retriever"] = {
+        k: v for k, v in recipe["retriever"].items() if k in ("kind", "index")
+    }
     result = compile_recipe(
         new_recipe, out, parent=source, threads=threads, progress=progress, lm=lm
     )
@@ -371,12 +401,18 @@ def retune_knobs(
     selects on ``train``."""
     recipe, _, _ = read_artifact(source)
     data = recipe["dataset"]
-    train = load_dataset(data["name"], data["train_split"], data.get("train_limit"))
+    index = recipe["retriever"].get("index")
+    needs = _needs(index)
+    train = load_dataset(data["name"], data["train_split"], data.get("train_limit"), **needs)
+    retriever = open_retriever(train, index, recipe["retriever"]["kind"], token_counter(lm))
     if (select_on or data.get("select_on", "dev")) == "train":
         trainset, devset = hold_out(train.examples)
     else:
         trainset = train.examples
-        devset = load_dataset(data["name"], data["dev_split"], data.get("dev_limit")).examples
+        dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"), **needs)
+        if index:
+            gold_by_title(dev.examples, retriever.corpus)
+        devset = dev.examples
     check_questions([(f"question {ex.id}", ex.question) for ex in [*trainset, *devset]], lm)
     preflight(lm)
     study = tuning.open_study(f"retune-{Path(source).name}", None, [recipe["metric"]])
@@ -385,9 +421,7 @@ def retune_knobs(
             study,
             trials,
             program_name=recipe["program"],
-            retriever=open_retriever(
-                train, kind=recipe["retriever"]["kind"], counter=token_counter(lm)
-            ),
+            retriever=retriever,
             trainset=trainset,
             devset=devset,
             objectives=[recipe["metric"]],
@@ -429,14 +463,18 @@ def run_tuning(
     out: str | Path | None = None,
     seed: int = 0,
     heartbeat: int = 30,
+    index: str | Path | None = None,
 ) -> TuneResult:
     """Tune ``program``'s knobs (a resumable, distributable Optuna study) and, with ``out``,
     export the trial ``pick_rule`` chooses as an artifact."""
     names = tuning.parse_objectives(objectives)
     tuning.check_pick_rule(pick_rule)
-    train = load_dataset(dataset, train_split, train_limit)
-    dev = load_dataset(dataset, dev_split, dev_limit)
-    index = open_retriever(train, kind=retriever, counter=token_counter(lm))
+    train = load_dataset(dataset, train_split, train_limit, **_needs(index))
+    dev = load_dataset(dataset, dev_split, dev_limit, **_needs(index))
+    saved_index = index
+    index = open_retriever(train, saved_index, kind=retriever, counter=token_counter(lm))
+    if saved_index:
+        gold_by_title(dev.examples, index.corpus)
     storage = storage or "sqlite:///runs/tune.db"
     if storage.startswith("sqlite:///") and not storage.endswith(":memory:"):
         Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)

@@ -329,6 +329,7 @@ def compile_cmd(
         typer.Option(help="joint: model calls the trials may spend (default: the whole grid)"),
     ] = None,
     retriever: RetrieverOpt = "bm25",
+    index: IndexOpt = None,
     knob: KnobOpt = None,
     seed: Annotated[int, typer.Option(help="optimizer seed")] = 0,
     threads: Annotated[int, typer.Option(help="parallel questions", min=1)] = 1,
@@ -378,6 +379,7 @@ def compile_cmd(
                 model=model,
                 teacher_model=teacher_model,
                 retriever=retriever,
+                index=index,
                 seed=seed,
                 select_on=select_on or "dev",
                 teacher=teacher,
@@ -433,6 +435,7 @@ def tune(
     dev_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
     model: ModelOpt = None,
     retriever: RetrieverOpt = "bm25",
+    index: IndexOpt = None,
     storage: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
@@ -471,6 +474,7 @@ def tune(
             train_limit=train_limit,
             dev_limit=dev_limit,
             retriever=retriever,
+            index=index,
             storage=storage,
             study=study,
             pick_rule=pick_rule,
@@ -511,6 +515,7 @@ def bench(
     limit: LimitOpt = 20,
     model: ModelOpt = None,
     retriever: RetrieverOpt = "bm25",
+    index: IndexOpt = None,
     compiled: Annotated[
         Optional[list[Path]], typer.Option(help="compiled artifact to include (repeatable)")  # noqa: UP045
     ] = None,
@@ -551,6 +556,7 @@ def bench(
             split=split,
             limit=limit,
             retriever=retriever,
+            index=index,
             compiled=compiled or [],
             variants=variant or [],
             references=reference or [],

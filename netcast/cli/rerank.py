@@ -7,6 +7,7 @@ scores and is charged their seconds."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from netcast.cli.app import (
     ApiBaseOpt,
+    IndexOpt,
     LimitOpt,
     ModelOpt,
     RetrieverOpt,
@@ -39,13 +41,14 @@ def rerank_check(
     ] = DEFAULT_SIGNALS,
     model: ModelOpt = None,
     retriever: RetrieverOpt = "bm25",
+    index: IndexOpt = None,
     api_base: ApiBaseOpt = None,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
 ) -> None:
     """Recall@keep of gold documents after reranking a retrieval pool with each signal."""
     try:
         table = measure(
-            dataset, split, limit, pool, keep, signals, model, retriever, api_base, seed
+            dataset, split, limit, pool, keep, signals, model, retriever, api_base, seed, index
         )
     except NetcastError as err:
         _fail(str(err))
@@ -63,6 +66,7 @@ def measure(
     retriever: str,
     api_base: list[str] | None,
     seed: int,
+    index_dir: str | Path | None = None,
 ) -> Table:
     from netcast.data import load_dataset
     from netcast.models import token_counter
@@ -78,11 +82,11 @@ def measure(
         parse_signal(name)
     keeps = _keeps(keep, pool)
     lm = _lm(model, api_base) if model or any(needs_model(s) for s in names) else None
-    data = load_dataset(dataset, split, limit)
+    data = load_dataset(dataset, split, limit, corpus_required=not index_dir)
+    index = open_retriever(data, index_dir, kind=retriever, counter=token_counter(lm))
     examples = [e for e in data.examples if e.get("gold_ids")]
     if not examples:
         raise InputError(f"{dataset}/{split}: no question has gold evidence (gold_ids)")
-    index = open_retriever(data, kind=retriever, counter=token_counter(lm))
     warm = index.search(examples[0].question, 1)
     bases = list(dict.fromkeys(p for name in names for p in parse_signal(name)))
     for base in bases:  # loads the encoder or model untimed; a model that cannot score a

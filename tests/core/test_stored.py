@@ -164,3 +164,53 @@ def test_a_qa_file_without_passages_is_answered_over_a_saved_index_gold_by_title
         assert sorted(titles[g] for g in row["gold_ids"]) == sorted(record["supporting_titles"])
         assert row["scores"]["recall"] is not None
     assert len(engine.prompts) == 2
+
+
+def test_compile_tune_bench_and_rerank_check_take_a_saved_index(tmp_path, monkeypatch, sample_docs):
+    """Every command that retrieves takes --index: a QA file without passages is compiled,
+    tuned, benched and rerank-checked against the saved index, gold evidence by title."""
+    idx = tmp_path / "idx"
+    build_stored_index(write_jsonl(tmp_path / "docs.jsonl", sample_docs), idx, COUNTER)
+    with open("data/samples/hotpotqa_dev300.jsonl") as handle:
+        records = [json.loads(next(handle)) for _ in range(12)]
+    for r in records:
+        r.pop("paragraphs")
+    qa = str(write_jsonl(tmp_path / "qa.jsonl", records))
+    use_netcast_cache()
+    engine = ScriptedEngine(lambda prompt: {"reasoning": "It says so.", "answer": "Paris"})
+    lm = dspy.LM("scripted/fake", engine=engine, cache=False, num_retries=0)
+    for where in ("netcast.models", "netcast.session", "netcast.optimize.workflow"):
+        monkeypatch.setattr(f"{where}.make_lm", lambda *a, **k: lm)
+
+    def run(*args):
+        result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result
+
+    art = tmp_path / "art"
+    run(
+        "compile", "--program", "basic", "--dataset", qa, "--index", idx, "--train-limit", 3,
+        "--dev-limit", 2, "--out", art,
+    )  # fmt: skip
+    recipe = json.loads((art / "recipe.json").read_text())
+    assert recipe["retriever"]["index"] == str(idx.resolve())
+    run(
+        "tune", "--program", "basic", "--dataset", qa, "--index", idx, "--trials", 1,
+        "--train-limit", 2, "--dev-limit", 2, "--storage", f"sqlite:///{tmp_path / 't.db'}",
+    )  # fmt: skip
+    run(
+        "bench", "--programs", "basic", "--compiled", art, "--datasets", qa, "--index", idx,
+        "--split", "all", "--limit", 2, "--run-dir", tmp_path / "b",
+    )  # fmt: skip
+    benched = [
+        json.loads(x) for x in (tmp_path / "b" / "qa" / "basic" / "predictions.jsonl").open()
+    ]
+    assert len(benched) == 2 and all(
+        r["gold_ids"] and r["scores"]["recall"] is not None for r in benched
+    )
+    checked = run(
+        "rerank-check", "--dataset", qa, "--index", idx, "--split", "all", "--limit", 3,
+        "--signals", "retriever",
+    )  # fmt: skip
+    assert "retriever" in checked.output
+    dspy.configure(lm=None, adapter=None)
