@@ -52,7 +52,7 @@ TEACHERS = ("model", "annotations")
 
 def _index_entry(index: str | Path | None) -> dict[str, str]:
     """A recipe's saved index, recorded as an absolute path (recompiled from anywhere)."""
-    return {"index": str(Path(index).resolve())} if index else {}
+    return {"saved_index": str(Path(index).resolve())} if index else {}
 
 
 def _needs(index: str | Path | None) -> dict[str, bool]:
@@ -190,10 +190,7 @@ def make_recipe(
     return {
         "program": program,
         "knobs": knobs,
-        "retriever": {
-            "kind": retriever,
-            **({"index": str(Path(index).resolve())} if index else {}),
-        },
+        "retriever": {"kind": retriever, **_index_entry(index)},
         "dataset": {
             "name": dataset,
             "train_split": train_split,
@@ -251,7 +248,7 @@ def compile_recipe(
     if teacher_lm is None and teacher:
         teacher_lm = make_lm(teacher)
     data = recipe["dataset"]
-    index = recipe["retriever"].get("index")  # a saved index (netcast index), else built
+    index = recipe["retriever"].get("saved_index")  # the user's (netcast index), else built
     train = load_dataset(
         data["name"], data["train_split"], data.get("train_limit"), **_needs(index)
     )
@@ -331,7 +328,7 @@ def compile_recipe(
     full_recipe = {
         **recipe,
         "knobs": program.knobs,
-        "retriever": retriever_recipe(retriever, train),
+        "retriever": {**retriever_recipe(retriever, train), **_index_entry(index)},
         "model": {
             **recipe["model"],
             "resolved": lm.model,
@@ -385,7 +382,7 @@ def recompile(
     if select_on is not None:
         new_recipe["dataset"] = {**recipe["dataset"], "select_on": select_on}
     new_recipe["retriever"] = {
-        k: v for k, v in recipe["retriever"].items() if k in ("kind", "index")
+        k: v for k, v in recipe["retriever"].items() if k in ("kind", "saved_index")
     }
     result = compile_recipe(
         new_recipe, out, parent=source, threads=threads, progress=progress, lm=lm
@@ -401,7 +398,7 @@ def retune_knobs(
     selects on ``train``."""
     recipe, _, _ = read_artifact(source)
     data = recipe["dataset"]
-    index = recipe["retriever"].get("index")
+    index = recipe["retriever"].get("saved_index")
     needs = _needs(index)
     train = load_dataset(data["name"], data["train_split"], data.get("train_limit"), **needs)
     retriever = open_retriever(train, index, recipe["retriever"]["kind"], token_counter(lm))
@@ -559,7 +556,7 @@ def run_tuning(
         retriever=retriever,
         seed=seed,
     )
-    recipe["retriever"] = retriever_recipe(index, train)
+    recipe["retriever"] = {**retriever_recipe(index, train), **_index_entry(saved_index)}
     recipe["model"]["lm_kwargs"] = recorded_lm_kwargs(recipe, lm)
     recipe["compiled"] = compile_each
     recipe["tuning"] = {

@@ -193,7 +193,7 @@ def test_compile_tune_bench_and_rerank_check_take_a_saved_index(tmp_path, monkey
         "--dev-limit", 2, "--out", art,
     )  # fmt: skip
     recipe = json.loads((art / "recipe.json").read_text())
-    assert recipe["retriever"]["index"] == str(idx.resolve())
+    assert recipe["retriever"]["saved_index"] == str(idx.resolve())
     run(
         "tune", "--program", "basic", "--dataset", qa, "--index", idx, "--trials", 1,
         "--train-limit", 2, "--dev-limit", 2, "--storage", f"sqlite:///{tmp_path / 't.db'}",
