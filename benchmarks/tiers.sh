@@ -16,7 +16,8 @@
 #                                         #   wide-joint-iterative | baselines |
 #                                         #   wide-rerank | wide-baseline |
 #                                         #   wide-links | wide-joint-links |
-#                                         #   wide-1.5b | musique-links
+#                                         #   wide-1.5b | musique-links |
+#                                         #   wide-joint-links-1.5b
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -230,6 +231,19 @@ wide_15b() {
     --model embedded-1.5b --run-dir "$R/decisive-wide-1.5b"
 }
 
+wide_joint_links_15b() {
+  # the per-model compile: the 0.5B's joint recipe (links 0-3 x demonstrations, top_k 5, no
+  # chain of thought, trials on 60 held-out training questions) searched again with the 1.5B
+  # model, then benched beside the 1.5B's basic and the 0.5B artifact loaded with it
+  local artifact="$R/artifacts/basic-joint-links-wide-1.5b"
+  if [ ! -f "$artifact/program.json" ]; then
+    $NETCAST compile --from "$R/artifacts/basic-joint-links-wide-0.5b" --model embedded-1.5b \
+      --out "$artifact"
+  fi
+  $NETCAST bench --programs basic --compiled "$artifact" --datasets hotpotqa-wide --limit 150 \
+    --model embedded-1.5b --run-dir "$R/decisive-wide-1.5b"
+}
+
 musique_links() {
   # MuSiQue's 48 bundled dev questions (2-4 hops): basic with and without the link hop
   $NETCAST bench --programs basic --variant basic:links=2 --reference gold \
@@ -261,6 +275,7 @@ case "${1:-all}" in
   wide-joint-links) wide_joint_links ;;
   wide-1.5b) wide_15b ;;
   musique-links) musique_links ;;
+  wide-joint-links-1.5b) wide_joint_links_15b ;;
   all)
     indicative; decisive_basic; decisive_compiled; compiled_iterative; decisive_mipro; musique
     variants; decisive_agents; decisive_best_15b; decisive_compiled_best
