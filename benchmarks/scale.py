@@ -50,8 +50,7 @@ def generate(out: Path, passages: int) -> None:
 
     from netcast.data import load_corpus
 
-    docs = {d.id: d for name in ("hotpotqa-wide", "musique-sample") for d in load_corpus(name)[1]}
-    real = list(docs.values())
+    real = load_corpus("hotpotqa-wide")[1]  # every bundled paragraph (HotpotQA and MuSiQue)
     sentences = [s for d in real for s in SENTENCE.split(d.text) if len(s.split()) >= 4]
     titles = [d.title for d in real if d.title]
     rng = np.random.default_rng(0)
