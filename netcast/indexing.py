@@ -14,7 +14,8 @@ from netcast.corpus import Corpus, Document
 from netcast.files import atomic_directory, short_hash, slug
 from netcast.models.tokens import TokenCounter
 from netcast.retrievers import Retriever, build_retriever, load_index, save_index
-from netcast.retrievers.store import write_index_files
+from netcast.retrievers.dense import encoder_dtype
+from netcast.retrievers.store import embeddings_dir, write_index_files
 from netcast.stored import CHUNKS_FILE, StoredCorpus, iter_documents, write_chunks
 
 
@@ -41,12 +42,16 @@ def build_stored_index(
     kind: str = "bm25",
     chunking: dict[str, Any] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    *,
+    dense_index: str = "auto",
+    embeddings: str | Path | None = None,
     **info: Any,
 ) -> tuple[Retriever, int]:
     """Stream a large corpus (``netcast.stored``: a .jsonl / .jsonl.gz file or a folder of .txt /
     .md files) into an index directory ``out`` whose chunks stay on disk; returns the re-opened
     retriever and the number of documents read. ``progress(phase, done, total)`` reports
-    ``"read"`` in bytes and ``"index"`` in chunks.
+    ``"read"`` in bytes, ``"index"`` and ``"embed"`` in chunks. Dense: ``dense_index`` is the
+    faiss index type (by size unless given), ``embeddings`` a ``.npy`` computed elsewhere.
 
     The directory is written atomically: a build stopped by an error leaves ``out`` as it was;
     one killed outright leaves only a hidden temporary sibling, which the next build into
@@ -66,8 +71,12 @@ def build_stored_index(
         windowed = counter if chunking.get("mode") == "window" else None
         n_docs, _, digest = write_chunks(documents, tmp, chunking, windowed)
         stored = StoredCorpus(tmp / CHUNKS_FILE, counter.name, digest)
-        retriever = build_retriever(stored, kind, progress=report("index"))
+        retriever = build_retriever(
+            stored, kind, progress, dense_index=dense_index, embeddings=embeddings
+        )
         write_index_files(retriever, tmp, chunking=chunking, n_documents=n_docs, **info)
+    if kind != "bm25":  # written into the index: the resumable encoding's file is done with
+        shutil.rmtree(embeddings_dir(stored), ignore_errors=True)
     return load_index(out), n_docs
 
 
@@ -91,7 +100,10 @@ def cached_index(
     documents or another tokenizer never reuse a stale index; loading re-checks the chunks'
     content hash."""
     chunking = chunking or {"mode": "paragraph"}
-    fingerprint = short_hash([documents_hash(documents), counter.name, chunking], 16)
+    key = [documents_hash(documents), counter.name, chunking]
+    if kind != "bm25":  # embeddings differ by the encoder's dtype
+        key.append(encoder_dtype())
+    fingerprint = short_hash(key, 16)
     directory = settings.indexes_dir() / f"{slug(name, empty='corpus')}-{kind}-{fingerprint}"
     if (directory / "index.json").exists():
         return load_index(directory)

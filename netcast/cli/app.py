@@ -204,6 +204,14 @@ def index(
     window: Annotated[int, typer.Option(help="window size in tokens", min=1)] = 200,
     overlap: Annotated[int, typer.Option(help="window overlap in tokens", min=0)] = 40,
     model: ModelOpt = None,
+    dense_index: Annotated[
+        str,
+        typer.Option(help="dense: auto (flat below 50k chunks, else ivfpq) | flat | ivfpq | hnsw"),
+    ] = "auto",
+    embeddings: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="dense: a .npy of precomputed embeddings (chunks x 384, chunk order)"),
+    ] = None,
 ) -> None:
     """Chunk documents, build a BM25, dense or hybrid index and save it."""
     from netcast.data import load_corpus
@@ -218,7 +226,15 @@ def index(
         if corpus is not None:
             with indexing_progress() as progress:
                 built, n_docs = build_stored_index(
-                    corpus, out, counter, retriever, settings, progress, source=str(corpus)
+                    corpus,
+                    out,
+                    counter,
+                    retriever,
+                    settings,
+                    progress,
+                    dense_index=dense_index,
+                    embeddings=embeddings,
+                    source=str(corpus),
                 )
         else:
             _, docs = load_corpus(dataset or "")

@@ -133,7 +133,7 @@ def artifact_table(title: str, recipe: dict[str, Any], meta: dict[str, Any]) -> 
 def indexing_progress() -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar on stderr for ``build_stored_index``: documents read (bytes of the
     corpus files), then chunks indexed."""
-    labels = {"read": "reading documents", "index": "indexing chunks"}
+    labels = {"read": "reading documents", "index": "indexing chunks", "embed": "encoding chunks"}
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

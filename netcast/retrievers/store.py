@@ -19,7 +19,12 @@ from netcast.errors import InputError
 from netcast.files import atomic_directory
 from netcast.retrievers.base import Retriever
 from netcast.retrievers.bm25 import BM25Retriever
-from netcast.retrievers.dense import EMBEDDING_MODEL, DenseRetriever
+from netcast.retrievers.dense import (
+    EMBEDDING_MODEL,
+    DenseRetriever,
+    encoder_dtype,
+    import_embeddings,
+)
 from netcast.retrievers.hybrid import HybridRetriever
 from netcast.stored import CHUNKS_FILE, StoredCorpus
 
@@ -28,17 +33,48 @@ FORMAT_VERSION = 1
 
 
 def build_retriever(
-    corpus: Corpus, kind: str = "bm25", progress: Callable[[int, int], None] | None = None
+    corpus: Corpus,
+    kind: str = "bm25",
+    progress: Callable[[str, int, int], None] | None = None,
+    *,
+    dense_index: str = "auto",
+    embeddings: str | Path | None = None,
 ) -> Retriever:
-    """A ``kind`` retriever over ``corpus``; ``progress`` gets BM25's (chunks tokenized, chunks
-    in all) as a stored corpus is read."""
+    """A ``kind`` retriever over ``corpus``. ``progress(phase, done, total)`` hears of BM25's
+    chunks tokenized (``"index"``) and the dense encoder's chunks embedded (``"embed"``);
+    ``dense_index`` is the faiss index type (``netcast.retrievers.dense.index_kind``) and
+    ``embeddings`` a ``.npy`` of precomputed ones."""
+
+    def report(phase: str) -> Callable[[int, int], None] | None:
+        return (lambda done, total: progress(phase, done, total)) if progress else None
+
+    def dense() -> DenseRetriever:
+        vectors = import_embeddings(embeddings, len(corpus)) if embeddings else None
+        work = (
+            embeddings_dir(corpus) if vectors is None and isinstance(corpus, StoredCorpus) else None
+        )
+        return DenseRetriever(
+            corpus, vectors=vectors, index_type=dense_index, work=work, progress=report("embed")
+        )
+
+    if embeddings and kind == "bm25":
+        raise InputError("--embeddings needs --retriever dense or hybrid")
     if kind == "bm25":
-        return BM25Retriever(corpus, progress=progress)
+        return BM25Retriever(corpus, progress=report("index"))
     if kind == "dense":
-        return DenseRetriever(corpus)
+        return dense()
     if kind == "hybrid":
-        return HybridRetriever(corpus, [BM25Retriever(corpus), DenseRetriever(corpus)])
+        return HybridRetriever(corpus, [BM25Retriever(corpus, progress=report("index")), dense()])
     raise InputError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+def embeddings_dir(corpus: Corpus) -> Path:
+    """Where a stored corpus's embeddings are written as they are computed, outside the index
+    being built (keyed by the corpus hash and the encoder's dtype), so that a killed build
+    resumes encoding where it stopped; removed once the index is written."""
+    from netcast import settings
+
+    return settings.indexes_dir() / "embeddings" / f"{corpus.content_hash()[:16]}-{encoder_dtype()}"
 
 
 def _parts(retriever: Retriever) -> list[Any]:
@@ -72,6 +108,7 @@ def write_index_files(retriever: Retriever, directory: Path, **info: Any) -> Non
         "n_chunks": len(corpus),
         "token_counter": corpus.token_counter,
         "embedding_model": EMBEDDING_MODEL if retriever.kind != "bm25" else None,
+        **({"embedding_dtype": encoder_dtype()} if retriever.kind != "bm25" else {}),
         **info,
     }
     (directory / "index.json").write_text(json.dumps(meta, indent=2))
