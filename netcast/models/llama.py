@@ -6,10 +6,12 @@ and usage tracking; the engine only turns one canonical request into one respons
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -17,6 +19,19 @@ import llama_cpp
 import numpy as np
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import ContextLengthError, Message, Response, TextPart, Usage, response_to_events
+
+# Engines with a model loaded, closed before the interpreter tears its modules down: a Llama
+# still alive then (kept by a failed question's traceback, say) would be freed by its __del__
+# after llama_cpp's functions are gone, printing "Exception ignored in Llama.__del__ ...
+# 'NoneType' object is not callable" under an error exit's one line.
+_LOADED: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_loaded() -> None:
+    for engine in list(_LOADED):
+        engine.close()
+
 
 PREFIX_CACHE_MODES = ("off", "last", "predictor")
 SAVED_PREFIXES = 8  # "predictor" mode: KV states kept, least recently used dropped first
@@ -100,6 +115,7 @@ class LlamaCppEngine:
                 seed=self.seed,
                 verbose=False,
             )
+            _LOADED.add(self)
         return self._llm
 
     @property

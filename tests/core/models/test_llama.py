@@ -110,3 +110,35 @@ def test_forced_decoding_counts_each_first_token_once(engine):
     assert set(logprobs) == {"True", " True", "False"}  # the repeated spelling is one event
     assert n_prompt > 10 and all(lp <= 0.0 for lp in logprobs.values())
     assert math.fsum(math.exp(lp) for lp in logprobs.values()) <= 1.0 + 1e-9
+
+
+@pytest.mark.slow
+def test_an_error_exit_after_the_model_loaded_prints_no_teardown_traceback(tmp_path):
+    """A run that stops on failed questions (a passage too long for the window) exits with its
+    one line, not followed by llama.cpp's "Exception ignored in Llama.__del__" traceback (the
+    failed question's traceback kept the model alive until the interpreter tore down)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    big = " ".join(f"word{i} alpha beta" for i in range(4000))
+    records = [
+        {"id": str(i), "question": "What is alpha beta?", "answers": ["a"],
+         "paragraphs": [{"title": f"T{i}", "text": f"{big} {i}"}]}
+        for i in range(3)
+    ]  # fmt: skip
+    data = tmp_path / "big.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    args = ["evaluate", "--dataset", str(data), "--split", "all", "--set", "top_k=3"]
+    args += ["--max-errors", "0", "--run-dir", str(tmp_path / "run")]
+    done = subprocess.run(
+        [sys.executable, "-m", "netcast", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=600,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "run the same command again to resume" in done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr
