@@ -104,11 +104,16 @@ def load_corpus(
         )
     documents = pooled_documents(records)
     if not documents and required:
-        raise InputError(
-            f"dataset {name!r} has no passages of its own: give a corpus file (--corpus) or "
-            "a saved index (--index)"
-        )
+        raise no_passages(name)
     return name, documents
+
+
+def no_passages(name: str) -> InputError:
+    """The error for a dataset without passages asked to search its own."""
+    return InputError(
+        f"dataset {name!r} has no passages of its own: give a corpus file (--corpus) or "
+        "a saved index (--index)"
+    )
 
 
 def load_dataset(

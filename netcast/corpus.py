@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,28 +68,43 @@ def document_from_record(record: Mapping[str, Any], where: str) -> Document:
     return Document(id=doc_id, title=title, text=text, meta=dict(meta))
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_number, parsed_object)`` for each non-blank line; bad JSON names the line."""
+def read_jsonl(
+    path: str | Path, progress: Callable[[int], Any] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, parsed_object)`` for each non-blank line of a ``.jsonl`` file (or a
+    gzipped ``.jsonl.gz``); a bad byte, bad JSON or a truncated gzip stream names the line.
+    ``progress`` is called now and then with the bytes of the file read so far."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
     if path.is_dir():
         raise InputError(f"{path}: is a directory; give a .jsonl file")
-    with path.open("rb") as handle:  # decoded line by line, so a bad byte names its line
-        for line_no, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise InputError(
-                    f"{path}:{line_no}: not UTF-8 text (byte {raw[err.start]:#04x} at column "
-                    f"{err.start + 1}); give a UTF-8 .jsonl file"
-                ) from None
-            if not line.strip():
-                continue
-            try:
-                yield line_no, json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{path}:{line_no}: invalid JSON ({err.msg})") from None
+    try:
+        raw_file = path.open("rb")
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    line_no = 0
+    with raw_file:  # decoded line by line, so a bad byte names its line
+        handle = gzip.GzipFile(fileobj=raw_file) if path.name.endswith(".gz") else raw_file
+        try:
+            for line_no, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise InputError(
+                        f"{path}:{line_no}: not UTF-8 text (byte {raw[err.start]:#04x} at column "
+                        f"{err.start + 1}); give a UTF-8 .jsonl file"
+                    ) from None
+                if progress and line_no % 4096 == 0:
+                    progress(raw_file.tell())
+                if not line.strip():
+                    continue
+                try:
+                    yield line_no, json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise InputError(f"{path}:{line_no}: invalid JSON ({err.msg})") from None
+        except (OSError, EOFError, zlib.error) as err:  # a truncated or non-gzip .gz file
+            raise InputError(f"{path}:{line_no + 1}: cannot read ({err})") from None
 
 
 def load_documents(path: str | Path) -> list[Document]:
@@ -155,6 +172,33 @@ def split_windows(text: str, counter: TokenCounter, size: int, overlap: int) -> 
     return windows
 
 
+def check_chunking(mode: str) -> None:
+    if mode not in ("paragraph", "window"):
+        raise InputError(f"unknown chunking mode {mode!r} (use 'paragraph' or 'window')")
+
+
+def chunk_texts(
+    text: str,
+    counter: TokenCounter | None,
+    mode: str = "paragraph",
+    window: int = 200,
+    overlap: int = 40,
+) -> list[str]:
+    """A document's chunk texts: its paragraphs, or token windows (``split_windows``; these
+    need ``counter``)."""
+    check_chunking(mode)
+    if mode == "paragraph":
+        return split_paragraphs(text)
+    if counter is None:
+        raise InputError("window chunking needs a token counter")
+    return split_windows(text, counter, window, overlap)
+
+
+def hash_entry(chunk_id: str, title: str, text: str, meta: Mapping[str, Any]) -> bytes:
+    """What ``Corpus.content_hash`` hashes of one chunk (a stored corpus hashes the same)."""
+    return json.dumps([chunk_id, title, text, meta], sort_keys=True).encode()
+
+
 def chunk_documents(
     docs: Iterable[Document],
     counter: TokenCounter,
@@ -163,15 +207,10 @@ def chunk_documents(
     overlap: int = 40,
 ) -> list[Chunk]:
     """Chunks with ids ``"<doc_id>#<n>"``, token counts from ``counter`` and the doc's meta."""
-    if mode not in ("paragraph", "window"):
-        raise InputError(f"unknown chunking mode {mode!r} (use 'paragraph' or 'window')")
+    check_chunking(mode)
     chunks = []
     for doc in docs:
-        if mode == "paragraph":
-            pieces = split_paragraphs(doc.text)
-        else:
-            pieces = split_windows(doc.text, counter, window, overlap)
-        for n, piece in enumerate(pieces):
+        for n, piece in enumerate(chunk_texts(doc.text, counter, mode, window, overlap)):
             chunks.append(
                 Chunk(
                     id=f"{doc.id}#{n}",
@@ -251,7 +290,7 @@ class Corpus:
         """sha256 over every chunk's id, title, text and meta, in order."""
         digest = hashlib.sha256()
         for c in self.chunks:
-            digest.update(json.dumps([c.id, c.title, c.text, c.meta], sort_keys=True).encode())
+            digest.update(hash_entry(c.id, c.title, c.text, c.meta))
         return digest.hexdigest()
 
     def save(self, path: str | Path) -> None:

@@ -16,7 +16,7 @@ from netcast.models.tokens import TokenCounter
 from netcast.retrievers import Retriever, build_retriever, load_index, save_index
 from netcast.retrievers.dense import encoder_dtype
 from netcast.retrievers.store import embeddings_dir, write_index_files
-from netcast.stored import CHUNKS_FILE, StoredCorpus, iter_documents, write_chunks
+from netcast.stored import CHUNKS_FILE, StoredCorpus, iter_documents, phase, write_chunks
 
 
 def build_index(
@@ -63,11 +63,8 @@ def build_stored_index(
         if stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
 
-    def report(phase: str) -> Callable[[int, int], None] | None:
-        return (lambda done, total: progress(phase, done, total)) if progress else None
-
     with atomic_directory(out) as tmp:
-        documents = iter_documents(corpus, report("read"))
+        documents = iter_documents(corpus, phase(progress, "read"))
         windowed = counter if chunking.get("mode") == "window" else None
         n_docs, _, digest = write_chunks(documents, tmp, chunking, windowed)
         stored = StoredCorpus(tmp / CHUNKS_FILE, counter.name, digest)

@@ -8,6 +8,7 @@ from typing import Any
 
 from netcast.corpus import Corpus, doc_id_of_chunk
 from netcast.data import QADataset, load_corpus
+from netcast.data.registry import no_passages
 from netcast.errors import InputError
 from netcast.indexing import cached_index
 from netcast.models import make_lm, model_name, token_counter
@@ -33,10 +34,7 @@ def open_retriever(
     if dataset is None:
         raise InputError("give a dataset or an index directory")
     if not dataset.documents:
-        raise InputError(
-            f"dataset {dataset.name!r} has no passages of its own: give a corpus file (--corpus) "
-            "or a saved index (--index)"
-        )
+        raise no_passages(dataset.name)
     return cached_index(dataset.corpus_name, dataset.documents, counter or token_counter(), kind)
 
 

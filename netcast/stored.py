@@ -21,10 +21,8 @@ evenly spaced sample (``SAMPLE``).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -37,10 +35,11 @@ from netcast.corpus import (
     Chunk,
     Corpus,
     Document,
+    chunk_texts,
     document_from_record,
     format_passage,
-    split_paragraphs,
-    split_windows,
+    hash_entry,
+    read_jsonl,
 )
 from netcast.errors import InputError
 from netcast.models.tokens import TokenCounter
@@ -61,6 +60,13 @@ SCHEMA = pa.schema(
 )
 
 Progress = Callable[[int, int], None]  # (bytes read, bytes in all)
+
+
+def phase(
+    progress: Callable[[str, int, int], None] | None, name: str
+) -> Callable[[int, int], None] | None:
+    """``progress(phase, done, total)`` bound to one phase (no progress, none)."""
+    return (lambda done, total: progress(name, done, total)) if progress else None
 
 
 # --- reading documents, one at a time -------------------------------------------------------
@@ -96,7 +102,8 @@ def iter_documents(path: str | Path, progress: Progress | None = None) -> Iterat
         if path.is_dir():
             docs = _text_document(file, path)
         else:
-            docs = _jsonl_documents(file, lambda n, d=done: progress and progress(d + n, total))
+            read = read_jsonl(file, progress and (lambda n, d=done: progress(d + n, total)))
+            docs = (document_from_record(record, f"{file}:{n}") for n, record in read)
         for doc in docs:
             if doc.id not in seen:
                 seen.add(doc.id)
@@ -120,48 +127,7 @@ def _text_document(file: Path, root: Path) -> Iterator[Document]:
         yield Document(id=rel, title=file.stem, text=text, meta={"path": rel})
 
 
-def _jsonl_documents(file: Path, progress: Callable[[int], Any]) -> Iterator[Document]:
-    try:
-        raw = file.open("rb")
-    except OSError as err:
-        raise InputError(f"{file}: cannot read ({err.strerror})") from None
-    with raw:
-        handle = gzip.GzipFile(fileobj=raw) if file.name.endswith(".gz") else raw
-        line_no = 0
-        try:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{file}:{line_no}"
-                try:
-                    record = json.loads(line.decode("utf-8"))
-                except UnicodeDecodeError as err:
-                    raise InputError(
-                        f"{where}: not UTF-8 text (byte {line[err.start]:#04x} at column "
-                        f"{err.start + 1}); give a UTF-8 .jsonl file"
-                    ) from None
-                except json.JSONDecodeError as err:
-                    raise InputError(f"{where}: invalid JSON ({err.msg})") from None
-                yield document_from_record(record, where)
-                if line_no % 4096 == 0:
-                    progress(raw.tell())
-        except (OSError, EOFError, zlib.error) as err:  # a truncated or non-gzip .gz file
-            raise InputError(f"{file}:{line_no + 1}: cannot read ({err})") from None
-
-
 # --- writing chunks ---------------------------------------------------------------------------
-
-
-def chunk_pieces(doc: Document, counter: TokenCounter | None, chunking: dict[str, Any]):
-    """A document's chunk texts under ``chunking`` (as ``netcast.corpus.chunk_documents``)."""
-    mode = chunking.get("mode", "paragraph")
-    if mode == "paragraph":
-        return split_paragraphs(doc.text)
-    if mode == "window":
-        if counter is None:
-            raise InputError("window chunking needs a token counter")
-        return split_windows(doc.text, counter, chunking["window"], chunking["overlap"])
-    raise InputError(f"unknown chunking mode {mode!r} (use 'paragraph' or 'window')")
 
 
 def write_chunks(
@@ -183,11 +149,9 @@ def write_chunks(
         for doc in documents:
             n_docs += 1
             meta = json.dumps(doc.meta, sort_keys=True, ensure_ascii=False)
-            for n, piece in enumerate(chunk_pieces(doc, counter, chunking)):
+            for n, piece in enumerate(chunk_texts(doc.text, counter, **chunking)):
                 chunk_id = f"{doc.id}#{n}"
-                digest.update(
-                    json.dumps([chunk_id, doc.title, piece, doc.meta], sort_keys=True).encode()
-                )
+                digest.update(hash_entry(chunk_id, doc.title, piece, doc.meta))
                 for name, value in zip(
                     SCHEMA.names, (chunk_id, doc.id, doc.title, piece, meta), strict=True
                 ):

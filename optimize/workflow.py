@@ -55,12 +55,6 @@ def _index_entry(index: str | Path | None) -> dict[str, str]:
     return {"saved_index": str(Path(index).resolve())} if index else {}
 
 
-def _needs(index: str | Path | None) -> dict[str, bool]:
-    """``load_dataset``'s corpus requirement: a dataset without passages loads when a saved
-    index will answer its questions."""
-    return {"corpus_required": not index}
-
-
 def endpoint(lm: Any) -> str:
     """Where ``lm``'s calls go, for messages: its ``api_base`` (an ``openai/`` model's may come
     from ``OPENAI_API_BASE``), else its model string."""
@@ -250,9 +244,11 @@ def compile_recipe(
     data = recipe["dataset"]
     index = recipe["retriever"].get("saved_index")  # the user's (netcast index), else built
     train = load_dataset(
-        data["name"], data["train_split"], data.get("train_limit"), **_needs(index)
+        data["name"], data["train_split"], data.get("train_limit"), corpus_required=not index
     )
-    dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"), **_needs(index))
+    dev = load_dataset(
+        data["name"], data["dev_split"], data.get("dev_limit"), corpus_required=not index
+    )
     optimizer = recipe["optimizer"]["name"]
     if optimizer != "joint":  # refused now, not after the dev questions are scored
         selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
@@ -399,7 +395,7 @@ def retune_knobs(
     recipe, _, _ = read_artifact(source)
     data = recipe["dataset"]
     index = recipe["retriever"].get("saved_index")
-    needs = _needs(index)
+    needs = {"corpus_required": not index}  # a saved index answers a dataset without passages
     train = load_dataset(data["name"], data["train_split"], data.get("train_limit"), **needs)
     retriever = open_retriever(train, index, recipe["retriever"]["kind"], token_counter(lm))
     if (select_on or data.get("select_on", "dev")) == "train":
@@ -466,8 +462,8 @@ def run_tuning(
     export the trial ``pick_rule`` chooses as an artifact."""
     names = tuning.parse_objectives(objectives)
     tuning.check_pick_rule(pick_rule)
-    train = load_dataset(dataset, train_split, train_limit, **_needs(index))
-    dev = load_dataset(dataset, dev_split, dev_limit, **_needs(index))
+    train = load_dataset(dataset, train_split, train_limit, corpus_required=not index)
+    dev = load_dataset(dataset, dev_split, dev_limit, corpus_required=not index)
     saved_index = index
     index = open_retriever(train, saved_index, kind=retriever, counter=token_counter(lm))
     if saved_index:

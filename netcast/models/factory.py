@@ -75,16 +75,13 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     lm_kwargs.pop("constrained", None)  # a provider's structured output: see default_adapter
     lm_kwargs.setdefault("max_tokens", 1024)
     lm_kwargs.setdefault("num_retries", 3)
-    bases = lm_kwargs.get("api_base")
-    if isinstance(bases, (list, tuple)):
-        bases = list(dict.fromkeys(bases))
+    if isinstance(lm_kwargs.get("api_base"), (list, tuple)):
+        bases = list(dict.fromkeys(lm_kwargs.pop("api_base")))  # a repeated server is one
         if len(bases) > 1:  # replicas of one model (netcast.models.replicas)
-            del lm_kwargs["api_base"]
             client = {k: lm_kwargs.pop(k) for k in ("api_key", "timeout") if k in lm_kwargs}
             return dspy.LM(name, engine=ReplicaEngine(bases, **client), **lm_kwargs)
-        lm_kwargs["api_base"] = bases[0] if bases else None
-        if not bases:
-            del lm_kwargs["api_base"]
+        if bases:
+            lm_kwargs["api_base"] = bases[0]
     return dspy.LM(name, **lm_kwargs)
 
 

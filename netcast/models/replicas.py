@@ -105,6 +105,9 @@ class ReplicaEngine:
         except FAILOVER:
             self._done(i, ok=False)
             raise
+        except BaseException:
+            self._done(i, ok=True)
+            raise
         self._done(i, ok=True)
 
     def close(self) -> None:

@@ -40,10 +40,7 @@ def tokenize_stored(
         ids.extend(tokenizer.tokenize(texts, update_vocab=True, show_progress=False))
         if progress:
             progress(len(ids), len(corpus))
-    vocab = tokenizer.get_vocab_dict()
-    if set(vocab) <= {""}:
-        ids = [[] for _ in ids]
-    return Tokenized(ids=ids, vocab=vocab)
+    return Tokenized(ids=ids, vocab=tokenizer.get_vocab_dict())
 
 
 class BM25Retriever(Shared):
@@ -68,8 +65,8 @@ class BM25Retriever(Shared):
                 tokens = tokenize(
                     [text for batch in corpus.passages() for text in batch], self._stemmer
                 )
-            if not any(tokens.ids if isinstance(tokens, Tokenized) else tokens):
-                # bm25s would fail on an empty vocabulary
+            words = set(tokens.vocab) - {""} if isinstance(tokens, Tokenized) else any(tokens)
+            if not words:  # bm25s would fail on an empty vocabulary
                 raise InputError(
                     f"the corpus's {len(corpus)} passage(s) hold no searchable word (only "
                     "stopwords or one-letter words): BM25 cannot index them"

@@ -11,7 +11,6 @@ quantization) on request. Embeddings computed elsewhere (a GPU) are imported fro
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Collection
@@ -142,7 +141,8 @@ def index_kind(n: int, kind: str = "auto") -> str:
 
 def make_index(vectors: np.ndarray, kind: str = "auto", seed: int = 0) -> faiss.Index:
     """A faiss inner-product index over ``vectors`` of the type ``index_kind`` picks. IVF-PQ:
-    4 sqrt(n) lists, 48 sub-quantizers of 8 bits (48 bytes of code and an 8-byte id a vector),
+    4 sqrt(n) lists (at most n / 39), 48 sub-quantizers of 8 bits (48 bytes of code and an
+    8-byte id a vector; fewer bits below 39 x 256 vectors, which 8 bits need to train on),
     trained on up to 256 vectors a list sampled with ``seed``; HNSW: 32 links a node over 8-bit
     scalar codes (384 bytes and the links)."""
     n = len(vectors)
@@ -217,8 +217,6 @@ class DenseRetriever(Shared):
 
     def save(self, directory: Path) -> None:
         faiss.write_index(self._index, str(directory / "dense.faiss"))
-        info = {"index_type": self.index_type, "encoder_dtype": encoder_dtype()}
-        (directory / "dense.json").write_text(json.dumps(info))
 
     @classmethod
     def load(cls, corpus: Corpus, directory: Path) -> DenseRetriever:

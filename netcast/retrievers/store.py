@@ -26,7 +26,7 @@ from netcast.retrievers.dense import (
     import_embeddings,
 )
 from netcast.retrievers.hybrid import HybridRetriever
-from netcast.stored import CHUNKS_FILE, StoredCorpus
+from netcast.stored import CHUNKS_FILE, StoredCorpus, phase
 
 KINDS = ("bm25", "dense", "hybrid")
 FORMAT_VERSION = 1
@@ -45,26 +45,29 @@ def build_retriever(
     ``dense_index`` is the faiss index type (``netcast.retrievers.dense.index_kind``) and
     ``embeddings`` a ``.npy`` of precomputed ones."""
 
-    def report(phase: str) -> Callable[[int, int], None] | None:
-        return (lambda done, total: progress(phase, done, total)) if progress else None
-
     def dense() -> DenseRetriever:
         vectors = import_embeddings(embeddings, len(corpus)) if embeddings else None
         work = (
             embeddings_dir(corpus) if vectors is None and isinstance(corpus, StoredCorpus) else None
         )
         return DenseRetriever(
-            corpus, vectors=vectors, index_type=dense_index, work=work, progress=report("embed")
+            corpus,
+            vectors=vectors,
+            index_type=dense_index,
+            work=work,
+            progress=phase(progress, "embed"),
         )
 
     if embeddings and kind == "bm25":
         raise InputError("--embeddings needs --retriever dense or hybrid")
     if kind == "bm25":
-        return BM25Retriever(corpus, progress=report("index"))
+        return BM25Retriever(corpus, progress=phase(progress, "index"))
     if kind == "dense":
         return dense()
     if kind == "hybrid":
-        return HybridRetriever(corpus, [BM25Retriever(corpus, progress=report("index")), dense()])
+        return HybridRetriever(
+            corpus, [BM25Retriever(corpus, progress=phase(progress, "index")), dense()]
+        )
     raise InputError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
 
 
