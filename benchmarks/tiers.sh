@@ -17,7 +17,8 @@
 #                                         #   wide-rerank | wide-baseline |
 #                                         #   wide-links | wide-joint-links |
 #                                         #   wide-1.5b | musique-links |
-#                                         #   wide-joint-links-1.5b
+#                                         #   wide-joint-links-1.5b | musique-compiled |
+#                                         #   wide-taught-iterative
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -252,6 +253,43 @@ musique_links() {
     --datasets musique-sample --limit 48 --run-dir "$R/indicative-musique-links-0.5b"
 }
 
+musique_compiled() {
+  # issue 32's MuSiQue target on the same 48 questions: basic compiled as on the wide pool
+  # (joint: links 0-3 x demonstrations, top_k 5, no chain of thought; trials on the last 60% of
+  # the training half, never dev) against iterative at its defaults and iterative taught by the
+  # annotations (no knob search, no model call: chunk_delete deletes the non-gold chunks, decide
+  # searches a missing gold passage by the sub-question it answers, answer reads the gold
+  # passages; optimize/annotations.py)
+  local m="$R/indicative-musique-links-0.5b" basic="$R/artifacts/basic-joint-links-musique-0.5b"
+  local taught="$R/artifacts/iterative-taught-musique-0.5b"
+  if [ ! -f "$basic/program.json" ]; then
+    $NETCAST compile --program basic --dataset musique-sample --optimizer joint \
+      --teacher annotations --train-limit 100 --dev-limit 5 --set chain_of_thought=false \
+      --set top_k=5 --out "$basic"
+  fi
+  $NETCAST bench --programs basic --compiled "$basic" --datasets musique-sample --limit 48 \
+    --run-dir "$m"
+  if [ ! -f "$taught/program.json" ]; then
+    $NETCAST compile --program iterative --dataset musique-sample --optimizer bootstrap \
+      --teacher annotations --train-limit 100 --dev-limit 3 --out "$taught"
+  fi
+  $NETCAST bench --programs iterative --compiled "$taught" --datasets musique-sample \
+    --limit 48 --run-dir "$m"
+}
+
+wide_taught_iterative() {
+  # iterative at its defaults and taught by the annotations (as in musique-compiled: no knob
+  # search; the joint search over k is wide-joint-iterative, ~20 s a question per trial), on
+  # the wide pool's 150 dev questions
+  local taught="$R/artifacts/iterative-taught-wide-0.5b"
+  if [ ! -f "$taught/program.json" ]; then
+    $NETCAST compile --program iterative --dataset hotpotqa-wide --optimizer bootstrap \
+      --teacher annotations --train-limit 100 --dev-limit 3 --out "$taught"
+  fi
+  $NETCAST bench --programs iterative --compiled "$taught" --datasets hotpotqa-wide \
+    --limit "${LIMIT:-150}" --run-dir "$WIDE"
+}
+
 case "${1:-all}" in
   indicative) indicative ;;
   decisive-basic) decisive_basic ;;
@@ -278,6 +316,8 @@ case "${1:-all}" in
   wide-1.5b) wide_15b ;;
   musique-links) musique_links ;;
   wide-joint-links-1.5b) wide_joint_links_15b ;;
+  musique-compiled) musique_compiled ;;
+  wide-taught-iterative) wide_taught_iterative ;;
   all)
     indicative; decisive_basic; decisive_compiled; compiled_iterative; decisive_mipro; musique
     variants; decisive_agents; decisive_best_15b; decisive_compiled_best
