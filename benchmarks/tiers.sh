@@ -18,7 +18,7 @@
 #                                         #   wide-links | wide-joint-links |
 #                                         #   wide-1.5b | musique-links |
 #                                         #   wide-joint-links-1.5b | musique-compiled |
-#                                         #   wide-taught-iterative
+#                                         #   wide-taught-iterative | wide-links-1.5b
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -247,6 +247,13 @@ wide_joint_links_15b() {
     --model embedded-1.5b --run-dir "$R/decisive-wide-1.5b"
 }
 
+wide_links_15b() {
+  # the 1.5B's compiled knobs without its demonstrations (links 2, no demos): which of the two
+  # carries the per-model compile's gain
+  $NETCAST bench --programs basic --variant basic:links=2 --datasets hotpotqa-wide --limit 150 \
+    --model embedded-1.5b --run-dir "$R/decisive-wide-1.5b"
+}
+
 musique_links() {
   # MuSiQue's 48 bundled dev questions (2-4 hops): basic with and without the link hop
   $NETCAST bench --programs basic --variant basic:links=2 --reference gold \
@@ -317,6 +324,7 @@ case "${1:-all}" in
   musique-links) musique_links ;;
   wide-joint-links-1.5b) wide_joint_links_15b ;;
   musique-compiled) musique_compiled ;;
+  wide-links-1.5b) wide_links_15b ;;
   wide-taught-iterative) wide_taught_iterative ;;
   all)
     indicative; decisive_basic; decisive_compiled; compiled_iterative; decisive_mipro; musique
