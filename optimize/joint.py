@@ -5,8 +5,9 @@ is paired with each demonstration source (``none``; ``annotations``: the data's 
 ``optimize.annotations``; ``bootstrap``: the model's successful traces, DSPy's
 BootstrapFewShot). Points are tried once each, the program's defaults without demonstrations
 first, then in a seeded random order, as Optuna trials (enqueued, so no point repeats; pruned
-on the running score against the median, from the third chunk of questions on: after the
-first chunk it stopped settings on the noise of 10 questions; resumable in any Optuna
+on the running score against the median, from the third chunk of questions on and while a
+whole chunk is left: after the first chunk it stopped settings on the noise of 10 questions,
+and near the end it saved few calls and dropped a finished score; resumable in any Optuna
 storage) until the grid or the budget of model calls is spent. Demonstrations are drawn from
 the first part of the training questions and every trial is scored on the rest (the
 validation fold), never on dev; the retriever is the one the program will search.
@@ -233,7 +234,9 @@ def joint_compile(
                 running = float(aggregate(rows)[metric] or 0.0)
                 trial.set_user_attr("partial", running)
                 trial.report(running, step)
-                if trial.should_prune():
+                # pruned only while a whole chunk is left: near the end it would save a few
+                # calls and drop a finished score from the candidates
+                if len(valset) - start - chunk >= chunk and trial.should_prune():
                     raise optuna.TrialPruned()
         finally:
             trial.set_user_attr("calls", sum(r["scores"]["lm_calls"] for r in rows))

@@ -241,3 +241,20 @@ def test_the_pruner_waits_for_three_chunks_of_questions():
     study.optimize(losing, n_trials=1)
     assert checked == [False, False, True]
     assert study.trials[-1].state == optuna.trial.TrialState.PRUNED
+
+
+@pytest.mark.parametrize("n, fold", [(100, 30), (104, 31)])
+def test_a_trial_is_not_pruned_near_the_end_of_its_questions(scripted_lm, tmp_path, n, fold):
+    """Pruning saves model calls only while a whole chunk of questions is left: a trial below
+    the median on its third chunk of three (or with one question left) has spent nearly all,
+    and its score stays a candidate."""
+    data = capitals_file(tmp_path / "capitals.jsonl", n)  # validation fold: 60% of n / 2
+
+    def needs_all_four(prompt: str) -> dict:  # right only with every passage, so the first
+        return {"answer": "Paris" if "Madrid is the capital" in prompt else "Madrid"}  # trials win
+
+    lm, _ = scripted_lm(needs_all_four)
+    result = compile_recipe(joint_recipe(data), tmp_path / "art", lm=lm, progress=False)
+    scores = {(t["knobs"]["top_k"], t["demos"]): t["score"] for t in result.trials}
+    assert 0.0 in scores.values() and 1.0 in scores.values()  # the median splits them
+    assert all(t["state"] == "complete" and t["n"] == fold for t in result.trials)
