@@ -295,6 +295,10 @@ wide_taught_iterative() {
   fi
   $NETCAST bench --programs iterative --compiled "$taught" --datasets hotpotqa-wide \
     --limit "${LIMIT:-150}" --run-dir "$WIDE"
+  # the same agent with an answer step that does not read its notes (its own reasoning at each
+  # turn): the search and delete calls are the defaults' row's, from DSPy's cache (~7 s/q)
+  $NETCAST bench --programs iterative --variant iterative:notes=false --datasets hotpotqa-wide \
+    --limit "${LIMIT:-150}" --run-dir "$WIDE"
 }
 
 case "${1:-all}" in
