@@ -195,6 +195,10 @@ def joint_compile(
     grid = knob_grid(cls, lm, fixed)
     points = grid_points(grid, list(demos), cls.knob_defaults(), seed)
     study = study or joint_study()
+    # a trial left running by a killed compile (SIGKILL, a lost machine) is failed, so its point
+    # is tried again and the recipe lists it as failed (one compile per study at a time)
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
     tried = [
         {**t.params}
         for t in study.get_trials(deepcopy=False)

@@ -258,3 +258,38 @@ def test_a_trial_is_not_pruned_near_the_end_of_its_questions(scripted_lm, tmp_pa
     scores = {(t["knobs"]["top_k"], t["demos"]): t["score"] for t in result.trials}
     assert 0.0 in scores.values() and 1.0 in scores.values()  # the median splits them
     assert all(t["state"] == "complete" and t["n"] == fold for t in result.trials)
+
+
+def test_a_trial_left_running_by_a_killed_compile_is_failed_and_tried_again(
+    scripted_lm, bm25, tmp_path
+):
+    study = joint_study(f"sqlite:///{tmp_path / 'trials.db'}")
+    study.enqueue_trial({"top_k": 5, "demos": "none"})
+    study.ask()  # the process died here: the trial stays RUNNING in the storage
+    lm, engine = scripted_lm(distracted)
+    train = [
+        dspy.Example(
+            id=f"t{i}",
+            question="What is the capital of France?",
+            answers=["Paris"],
+            answer="Paris",
+            gold_ids=["paris"],
+            gold_passages=[],
+        ).with_inputs("question")
+        for i in range(10)
+    ]
+    with dspy.context(lm=lm):
+        result = joint_compile(
+            "basic",
+            bm25,
+            train,
+            lm=lm,
+            fixed={"chain_of_thought": False, "links": 0},
+            demos=["none"],
+            budget=1,
+            study=study,
+            progress=False,
+        )
+    states = [t["state"] for t in result.trials]
+    assert states == ["fail", "complete"]  # the stale trial failed, its point run again
+    assert result.trials[1]["knobs"]["top_k"] == 5 and engine.prompts
