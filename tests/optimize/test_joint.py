@@ -42,6 +42,21 @@ def capitals_file(path, n: int) -> str:
     return str(path)
 
 
+def france_questions(n: int) -> list[dspy.Example]:
+    """``n`` training questions over the ``bm25`` fixture's corpus, all answered by Paris."""
+    return [
+        dspy.Example(
+            id=f"t{i}",
+            question="What is the capital of France?",
+            answers=["Paris"],
+            answer="Paris",
+            gold_ids=["paris"],
+            gold_passages=[],
+        ).with_inputs("question")
+        for i in range(n)
+    ]
+
+
 @pytest.fixture
 def capitals(tmp_path):
     return capitals_file(tmp_path / "capitals.jsonl", 32)
@@ -74,17 +89,7 @@ def test_grid_tries_each_point_once_defaults_first():
 
 def test_a_program_whose_default_is_off_the_grid_compiles_from_its_defaults(scripted_lm, bm25):
     lm, engine = scripted_lm(distracted)
-    train = [
-        dspy.Example(
-            id=f"t{i}",
-            question="What is the capital of France?",
-            answers=["Paris"],
-            answer="Paris",
-            gold_ids=["paris"],
-            gold_passages=[],
-        ).with_inputs("question")
-        for i in range(10)
-    ]
+    train = france_questions(10)
     fixed = {"filter": False, "crop": False, "selector": "exact", "pool_factor": 2.0}
     with dspy.context(lm=lm):
         result = joint_compile(
@@ -125,17 +130,7 @@ def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
 
 def test_the_budget_of_model_calls_stops_the_search(scripted_lm, bm25):
     lm, engine = scripted_lm(distracted)
-    train = [
-        dspy.Example(
-            id=f"t{i}",
-            question="What is the capital of France?",
-            answers=["Paris"],
-            answer="Paris",
-            gold_ids=["paris"],
-            gold_passages=[],
-        ).with_inputs("question")
-        for i in range(10)
-    ]
+    train = france_questions(10)
     with dspy.context(lm=lm):
         result = joint_compile(
             "basic",
@@ -267,17 +262,7 @@ def test_a_trial_left_running_by_a_killed_compile_is_failed_and_tried_again(
     study.enqueue_trial({"top_k": 5, "demos": "none"})
     study.ask()  # the process died here: the trial stays RUNNING in the storage
     lm, engine = scripted_lm(distracted)
-    train = [
-        dspy.Example(
-            id=f"t{i}",
-            question="What is the capital of France?",
-            answers=["Paris"],
-            answer="Paris",
-            gold_ids=["paris"],
-            gold_passages=[],
-        ).with_inputs("question")
-        for i in range(10)
-    ]
+    train = france_questions(10)
     with dspy.context(lm=lm):
         result = joint_compile(
             "basic",
