@@ -161,10 +161,12 @@ wide_one_shot() {
 }
 
 wide_joint_one_shot() {
-  # token_budget over its log grid x demonstrations; filter, crop, selector and pool held at
-  # the defaults (the full grid has 576 points)
+  # token_budget over its log grid (the default and 6 values) x demonstrations (14 points, ~12
+  # minutes a trial without demonstrations at the default budget, ~22 with them); filter,
+  # crop, selector and pool held at the defaults (the full grid has 576 points). BUDGET=N caps
+  # the trials' model calls (one a validation question); a rerun with a larger one goes on
   wide_joint one_shot one_shot-joint-wide-0.5b --set filter=false --set crop=false \
-    --set selector=exact --set pool_factor=2.0
+    --set selector=exact --set pool_factor=2.0 ${BUDGET:+--budget "$BUDGET"}
 }
 
 wide_iterative() {

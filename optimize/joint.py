@@ -103,6 +103,7 @@ class JointResult:
     # the best trial against the defaults' on the same validation questions: trial numbers,
     # mean difference, sign-flip p, and whether the defaults were kept
     versus_defaults: dict[str, Any] = field(default_factory=dict)
+    untried: int = 0  # grid points the budget of calls left untried
 
 
 def versus_defaults(best: optuna.trial.FrozenTrial, default: optuna.trial.FrozenTrial, alpha):
@@ -250,11 +251,13 @@ def joint_compile(
             trial.set_user_attr("aggregate", {k: v for k, v in agg.items() if k != "steps"})
         return float(aggregate(rows)[metric] or 0.0)
 
+    untried = 0
     for point in points:
         if point in tried:
             continue
         if budget is not None and spent >= budget:
-            break
+            untried += 1
+            continue
         study.enqueue_trial(point)
         study.optimize(objective, n_trials=1, catch=(), show_progress_bar=False)
         last = study.trials[-1]
@@ -278,4 +281,5 @@ def joint_compile(
     if compared.get("kept_defaults"):
         best = default
     knobs, source = best.user_attrs["knobs"], best.params["demos"]
-    return JointResult(knobs, source, build(knobs, source), study, trial_rows(study), compared)
+    program = build(knobs, source)
+    return JointResult(knobs, source, program, study, trial_rows(study), compared, untried)

@@ -91,6 +91,7 @@ class CompileResult:
     trials: list[dict[str, Any]] | None = None  # the joint compile's trials
     knobs: dict[str, Any] | None = None  # the compiled program's knobs
     versus_defaults: dict[str, Any] | None = None  # the joint compile's best vs its defaults
+    untried: int = 0  # the joint compile's grid points its budget of calls left untried
 
 
 def run_evaluation(
@@ -271,11 +272,19 @@ def compile_recipe(
         before = _complete(before, lm, "scoring before compiling")
         start = time.perf_counter()
         if optimizer == "joint":
-            # finished trials are kept beside ``out`` until the artifact is written: a killed
-            # compile, rerun with the same recipe, goes on where it stopped
+            # finished trials are kept beside ``out`` until the artifact is written with every
+            # grid point tried: a killed compile, or one its budget stopped, rerun with the
+            # same recipe (any budget) goes on where it stopped
             trials_db = Path(out).parent / f".{Path(out).name}.joint-trials.db"
             trials_db.parent.mkdir(parents=True, exist_ok=True)
             settings = recipe["optimizer"].get("settings") or {}
+            # the study is named by what a trial means, the recipe without its budget of calls
+            # (as `netcast compile` writes it with no --budget), so a compile rerun with another
+            # budget goes on from the finished trials
+            trial_recipe = {
+                **recipe,
+                "optimizer": {**recipe["optimizer"], "settings": {**settings, "budget": None}},
+            }
             joint = joint_compile(
                 recipe["program"],
                 retriever,
@@ -289,7 +298,7 @@ def compile_recipe(
                 alpha=settings.get("alpha", 0.1),
                 teacher_lm=teacher_lm,
                 seed=recipe["seed"],
-                study=joint_study(f"sqlite:///{trials_db}", f"joint-{short_hash(recipe)}"),
+                study=joint_study(f"sqlite:///{trials_db}", f"joint-{short_hash(trial_recipe)}"),
                 progress=progress,
             )
             compiled, program, trials = joint.program, joint.program, joint.trials
@@ -299,6 +308,7 @@ def compile_recipe(
                     "fixed": recipe["knobs"],
                     "chosen_demos": joint.demos,
                     "versus_defaults": joint.versus_defaults,
+                    "untried": joint.untried,
                     "trials": trials,
                 },
             }
@@ -334,7 +344,9 @@ def compile_recipe(
     demos = demo_report(compiled)
     scores = {"before": before, "after": after, "compile_seconds": seconds, "demos": demos}
     artifact = save_artifact(out, compiled, full_recipe, scores, parent=parent)
-    if optimizer == "joint":  # the trials are in the recipe now
+    # the trials are in the recipe now; while the budget left grid points untried, their
+    # storage stays, so a rerun with a larger budget goes on from them
+    if optimizer == "joint" and not full_recipe["joint"]["untried"]:
         trials_db.unlink(missing_ok=True)
     reloaded = None
     if reload:
@@ -348,9 +360,18 @@ def compile_recipe(
                 f"(first, {first_id}: {first})"
             )
         reloaded = scored.aggregate
-    versus = (full_recipe.get("joint") or {}).get("versus_defaults")
+    joint_entry = full_recipe.get("joint") or {}
     return CompileResult(
-        artifact, before, after, seconds, reloaded, demos, trials, program.knobs, versus
+        artifact,
+        before,
+        after,
+        seconds,
+        reloaded,
+        demos,
+        trials,
+        program.knobs,
+        joint_entry.get("versus_defaults"),
+        joint_entry.get("untried", 0),
     )
 
 

@@ -425,6 +425,13 @@ def compile_cmd(
                 markup=False,
             )
         console.print(f"chosen knobs: {result.knobs}", markup=False)
+        if result.untried:
+            console.print(
+                f"the budget of model calls left {result.untried} grid point(s) untried; their "
+                f"trials wait beside {out}: the same command with a larger --budget goes on",
+                markup=False,
+                soft_wrap=True,
+            )
     console.print(score_table(columns))
     for step, counts in (result.demos or {}).items():
         console.print(

@@ -62,7 +62,7 @@ def capitals(tmp_path):
     return capitals_file(tmp_path / "capitals.jsonl", 32)
 
 
-def joint_recipe(dataset):
+def joint_recipe(dataset, budget=None):
     return make_recipe(
         program="basic",
         knobs={"chain_of_thought": False, "links": 0},
@@ -72,6 +72,7 @@ def joint_recipe(dataset):
         model="scripted/fake",
         train_limit=None,
         dev_limit=3,
+        optimizer_settings={"budget": budget},  # as `netcast compile` writes it
     )
 
 
@@ -189,6 +190,26 @@ def test_a_killed_joint_compile_resumes_without_repeating_finished_trials(
     # the interrupted one: none of the finished ones ran again
     assert len(engine.prompts) == 3 + sum(t["n"] for t in result.trials[cut + 1 :]) + 3
     assert not db.exists()  # the trials went into the recipe
+
+
+def test_a_compile_rerun_with_a_larger_budget_goes_on_from_the_finished_trials(
+    scripted_lm, capitals, tmp_path
+):
+    out = tmp_path / "art"
+    lm, _ = scripted_lm(distracted)
+    first = compile_recipe(joint_recipe(capitals, budget=1), out, lm=lm, progress=False)
+    assert [t["state"] for t in first.trials] == ["complete"]  # the budget stopped it
+    assert first.untried == 9
+    # the finished trials stay beside the artifact until the whole grid is tried, so a
+    # larger budget spends its calls on the points not tried yet
+    db = tmp_path / ".art.joint-trials.db"
+    assert db.exists()
+    lm, engine = scripted_lm(distracted)
+    second = compile_recipe(joint_recipe(capitals, budget=None), out, lm=lm, progress=False)
+    assert second.trials[0] == first.trials[0]  # the defaults' trial, not run again
+    assert len(second.trials) == 10 and second.knobs["top_k"] == 1 and second.untried == 0
+    assert len(engine.prompts) == 3 + sum(t["n"] for t in second.trials[1:]) + 3
+    assert not db.exists()
 
 
 def test_a_best_trial_that_beats_the_defaults_on_too_few_questions_is_not_taken(
