@@ -97,18 +97,25 @@ def study_table(result) -> Table:
 
 
 def trials_table(trials: list[dict[str, Any]]) -> Table:
-    """The joint compile's trials: knobs, demonstrations, validation score, cost, state."""
-    table = Table(title=f"joint compile: {len(trials)} trials on held-out training questions")
+    """The joint compile's trials: the knobs searched (those held at one value across the
+    trials are named once, in the caption), demonstrations, validation score, cost, state."""
+    names = sorted({n for t in trials for n in t["knobs"]})
+    searched = [n for n in names if len({json.dumps(t["knobs"].get(n)) for t in trials}) > 1]
+    held = {n: trials[0]["knobs"].get(n) for n in names if n not in searched}
+    table = Table(
+        title=f"joint compile: {len(trials)} trials on held-out training questions",
+        caption=f"held in every trial: {json.dumps(held)}" if held else None,
+    )
     for col in ("trial", "knobs", "demos", "score", "n", "tokens/q", "calls", "state"):
         table.add_column(col)
     for t in trials:
         table.add_row(
             str(t["trial"]),
-            json.dumps(t["knobs"]),
+            json.dumps({n: t["knobs"].get(n) for n in searched}),
             str(t["demos"]),
             "-" if t["score"] is None else f"{t['score']:.3f}",
             str(t["n"] or "-"),
-            "-" if t["tokens"] is None else f"{t['tokens']:,.0f}",
+            "-" if t["tokens"] is None or not t["n"] else f"{t['tokens']:,.0f}",
             str(t["calls"] or 0),
             t["state"],
         )

@@ -273,3 +273,31 @@ def test_a_free_decoding_run_records_it_so_it_never_resumes_a_constrained_one():
     }
     assert decoding_info(SimpleNamespace(engine=SimpleNamespace(constrained=True))) == {}
     assert decoding_info(SimpleNamespace(model="openai/x")) == {}
+
+
+def test_the_trials_table_shows_the_searched_knobs_and_names_the_held_ones_once():
+    from rich.console import Console
+
+    from netcast.cli.render import trials_table
+
+    held = {"filter": False, "crop": False, "selector": "exact"}
+    trials = [
+        {
+            "trial": i,
+            "knobs": {**held, "token_budget": budget},
+            "demos": "none",
+            "score": 0.2,
+            "n": 42,
+            "tokens": 2318.0,
+            "calls": 42,
+            "state": "complete",
+        }
+        for i, budget in enumerate([None, 256, 4096])
+    ]
+    console = Console(width=200, record=True)
+    console.print(trials_table(trials))
+    text = console.export_text()
+    rows = [line for line in text.splitlines() if "complete" in line]
+    assert len(rows) == 3 and '{"token_budget": 4096}' in rows[2]
+    assert all("selector" not in line for line in rows)  # held knobs are not repeated
+    assert text.count('"selector": "exact"') == 1 and "held in every trial" in text
