@@ -281,5 +281,6 @@ def joint_compile(
     if compared.get("kept_defaults"):
         best = default
     knobs, source = best.user_attrs["knobs"], best.params["demos"]
-    program = build(knobs, source)
-    return JointResult(knobs, source, program, study, trial_rows(study), compared, untried)
+    return JointResult(
+        knobs, source, build(knobs, source), study, trial_rows(study), compared, untried
+    )

@@ -57,6 +57,23 @@ def france_questions(n: int) -> list[dspy.Example]:
     ]
 
 
+def basic_top_k_search(lm, bm25, **options):
+    """``basic``'s top_k searched without demonstrations on ``france_questions(10)``, stopped
+    by a budget of one model call (after its first trial)."""
+    with dspy.context(lm=lm):
+        return joint_compile(
+            "basic",
+            bm25,
+            france_questions(10),
+            lm=lm,
+            fixed={"chain_of_thought": False, "links": 0},
+            demos=["none"],
+            budget=1,
+            progress=False,
+            **options,
+        )
+
+
 @pytest.fixture
 def capitals(tmp_path):
     return capitals_file(tmp_path / "capitals.jsonl", 32)
@@ -131,17 +148,7 @@ def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
 
 def test_the_budget_of_model_calls_stops_the_search(scripted_lm, bm25):
     lm, engine = scripted_lm(distracted)
-    train = france_questions(10)
-    with dspy.context(lm=lm):
-        result = joint_compile(
-            "basic",
-            bm25,
-            train,
-            lm=lm,
-            fixed={"chain_of_thought": False, "links": 0},
-            demos=["none"],
-            budget=1,
-        )
+    result = basic_top_k_search(lm, bm25)
     assert len(result.trials) == 1  # the first trial spent the budget
     assert result.knobs == {"chain_of_thought": False, "links": 0, "top_k": 5}
     assert len(engine.prompts) == 6  # its validation fold: the last 60% of 10 questions
@@ -283,19 +290,7 @@ def test_a_trial_left_running_by_a_killed_compile_is_failed_and_tried_again(
     study.enqueue_trial({"top_k": 5, "demos": "none"})
     study.ask()  # the process died here: the trial stays RUNNING in the storage
     lm, engine = scripted_lm(distracted)
-    train = france_questions(10)
-    with dspy.context(lm=lm):
-        result = joint_compile(
-            "basic",
-            bm25,
-            train,
-            lm=lm,
-            fixed={"chain_of_thought": False, "links": 0},
-            demos=["none"],
-            budget=1,
-            study=study,
-            progress=False,
-        )
+    result = basic_top_k_search(lm, bm25, study=study)
     states = [t["state"] for t in result.trials]
     assert states == ["fail", "complete"]  # the stale trial failed, its point run again
     assert result.trials[1]["knobs"]["top_k"] == 5 and engine.prompts
