@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from netcast.corpus import Document
@@ -11,7 +12,9 @@ __all__ = [
     "DOCS",
     "ScriptedEngine",
     "WordCounter",
+    "capitals_file",
     "chat_output",
+    "distracted",
     "last_question",
     "scoring_lm",
 ]
@@ -57,3 +60,32 @@ def scoring_lm(respond, favour):
 
     use_netcast_cache()
     return dspy.LM("scripted/scoring", engine=Scoring(respond), cache=False, num_retries=0)
+
+
+# the joint compile's scripted data (tests/optimize/test_joint.py and the CLI's tests)
+PASSAGES = [
+    ("Paris", "Paris is the capital and largest city of France.", True),
+    ("Berlin", "Berlin is the capital of Germany and its largest city.", False),
+    ("Rome", "Rome is the capital city of Italy.", False),
+    ("Madrid", "Madrid is the capital of Spain.", False),
+]
+
+
+def distracted(prompt: str) -> dict:
+    """A reader that answers right only when no other capital is in its context."""
+    others = ("Berlin is the capital", "Rome is the capital", "Madrid is the capital")
+    return {"answer": "Berlin" if any(o in prompt for o in others) else "Paris"}
+
+
+def capitals_file(path, n: int) -> str:
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Question {i}: what is the capital of France?",
+            "answers": ["Paris"],
+            "paragraphs": [{"title": t, "text": x, "is_supporting": s} for t, x, s in PASSAGES],
+        }
+        for i in range(n)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(path)

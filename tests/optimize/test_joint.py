@@ -7,39 +7,13 @@ import dspy
 import optuna
 import pytest
 
+from helpers import capitals_file, distracted
 from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
 from netcast.optimize.joint import grid_points, joint_compile, joint_study, knob_grid
 from netcast.optimize.workflow import compile_recipe, make_recipe
 from netcast.programs import BasicRAG, get_program
-
-PASSAGES = [
-    ("Paris", "Paris is the capital and largest city of France.", True),
-    ("Berlin", "Berlin is the capital of Germany and its largest city.", False),
-    ("Rome", "Rome is the capital city of Italy.", False),
-    ("Madrid", "Madrid is the capital of Spain.", False),
-]
-
-
-def distracted(prompt: str) -> dict:
-    """A reader that answers right only when no other capital is in its context."""
-    others = ("Berlin is the capital", "Rome is the capital", "Madrid is the capital")
-    return {"answer": "Berlin" if any(o in prompt for o in others) else "Paris"}
-
-
-def capitals_file(path, n: int) -> str:
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"Question {i}: what is the capital of France?",
-            "answers": ["Paris"],
-            "paragraphs": [{"title": t, "text": x, "is_supporting": s} for t, x, s in PASSAGES],
-        }
-        for i in range(n)
-    ]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return str(path)
 
 
 def france_questions(n: int) -> list[dspy.Example]:

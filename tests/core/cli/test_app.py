@@ -301,3 +301,39 @@ def test_the_trials_table_shows_the_searched_knobs_and_names_the_held_ones_once(
     assert len(rows) == 3 and '{"token_budget": 4096}' in rows[2]
     assert all("selector" not in line for line in rows)  # held knobs are not repeated
     assert text.count('"selector": "exact"') == 1 and "held in every trial" in text
+
+
+def test_a_budget_stopped_joint_compile_says_what_is_untried_and_a_larger_budget_goes_on(
+    monkeypatch, scripted_lm, tmp_path
+):
+    import sys
+
+    from helpers import capitals_file, distracted
+
+    lm, engine = scripted_lm(distracted)
+    # the module (netcast.cli's ``app`` attribute is the Typer app)
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 32)
+    out = tmp_path / "art"
+    compile_args = [
+        "compile", "--program", "basic", "--dataset", dataset, "--optimizer", "joint",
+        "--teacher", "annotations", "--model", "scripted/fake", "--train-limit", "32",
+        "--dev-limit", "3", "--set", "chain_of_thought=false", "--set", "links=0",
+        "--out", out,
+    ]  # fmt: skip
+    first = run(*compile_args, "--budget", "1")
+    assert first.exit_code == 0, first.output
+    untried = [line for line in first.output.splitlines() if "untried" in line]
+    assert len(untried) == 1 and "left 9 grid point(s) untried" in untried[0]
+    assert "a larger --budget goes on" in untried[0]
+    assert (tmp_path / ".art.joint-trials.db").exists()
+
+    calls_before = len(engine.prompts)
+    second = run(*compile_args)  # the whole grid: no budget
+    assert second.exit_code == 0, second.output
+    assert "grid point(s) untried" not in second.output
+    assert "chosen knobs: " in second.output
+    assert not (tmp_path / ".art.joint-trials.db").exists()
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert recipe["joint"]["untried"] == 0 and recipe["knobs"]["top_k"] == 1
+    assert len(engine.prompts) > calls_before
