@@ -17,6 +17,7 @@ from netcast.cli.render import (
     score_table,
     study_table,
     trials_table,
+    versus_defaults_line,
 )
 from netcast.errors import NetcastError
 
@@ -414,16 +415,8 @@ def compile_cmd(
         _fail(str(err))
     if result.trials:
         console.print(trials_table(result.trials))
-        versus = result.versus_defaults or {}
-        if versus and versus["best_trial"] != versus["default_trial"]:
-            verdict = "kept the defaults" if versus["kept_defaults"] else "took it"
-            console.print(
-                f"best trial {versus['best_trial']} vs the defaults' trial "
-                f"{versus['default_trial']} on {versus['n']} validation questions: "
-                f"{versus['diff']:+.3f}, sign-flip p = {versus['p']:.3f} (alpha "
-                f"{versus['alpha']}): {verdict}",
-                markup=False,
-            )
+        if line := versus_defaults_line(result.versus_defaults):
+            console.print(line, markup=False)
         console.print(f"chosen knobs: {result.knobs}", markup=False)
         if result.untried:
             console.print(
@@ -525,6 +518,13 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     except NetcastError as err:
         _fail(str(err))
     console.print(artifact_table(str(directory), recipe, meta))
+    joint = recipe.get("joint") or {}
+    if joint.get("trials"):  # a joint compile's search, as `netcast compile` printed it
+        console.print(trials_table(joint["trials"]))
+        if line := versus_defaults_line(joint.get("versus_defaults")):
+            console.print(line, markup=False)
+        if joint.get("untried"):
+            console.print(f"{joint['untried']} grid point(s) left untried by the budget")
     console.print(score_table({"before": scores.get("before"), "after": scores.get("after")}))
 
 

@@ -58,9 +58,19 @@ def results_table(title: str, aggregate: dict[str, Any]) -> Table:
     return table
 
 
+SMOKE_N = 30  # fewer dev questions than this: a smoke check, said so under the scores
+
+
 def score_table(columns: dict[str, dict[str, Any] | None]) -> Table:
-    """Dev scores of several programs (columns), per question."""
-    table = Table()
+    """Dev scores of several programs (columns), per question; a caption where the dev
+    questions are fewer than ``SMOKE_N`` (a check that the program runs, not a finding)."""
+    sizes = [agg["n"] for agg in columns.values() if agg and agg.get("n")]
+    smoke = bool(sizes) and min(sizes) < SMOKE_N
+    table = Table(
+        caption=f"n = {min(sizes)}: a smoke check, not a finding (netcast bench for one)"
+        if smoke
+        else None
+    )
     table.add_column("dev score")
     for name in columns:
         table.add_column(name, justify="right")
@@ -120,6 +130,19 @@ def trials_table(trials: list[dict[str, Any]]) -> Table:
             t["state"],
         )
     return table
+
+
+def versus_defaults_line(versus: dict[str, Any] | None) -> str | None:
+    """The joint compile's test of its best trial against the defaults' trial, or None where
+    the defaults' trial was the best (nothing to test)."""
+    if not versus or versus["best_trial"] == versus["default_trial"]:
+        return None
+    verdict = "kept the defaults" if versus["kept_defaults"] else "took it"
+    return (
+        f"best trial {versus['best_trial']} vs the defaults' trial {versus['default_trial']} "
+        f"on {versus['n']} validation questions: {versus['diff']:+.3f}, sign-flip p = "
+        f"{versus['p']:.3f} (alpha {versus['alpha']}): {verdict}"
+    )
 
 
 def artifact_table(title: str, recipe: dict[str, Any], meta: dict[str, Any]) -> Table:
