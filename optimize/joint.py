@@ -75,6 +75,20 @@ def knob_grid(cls: type, lm: Any = None, fixed: dict[str, Any] | None = None) ->
     return grid
 
 
+def given_values(
+    program_name: str, fixed: dict[str, Any], values: dict[str, list[Any]] | None
+) -> dict[str, list[Any]]:
+    """The values given for knobs to search (``--grid``), each checked as the knob's type, or
+    ``InputError`` naming the first bad one (a knob also held in ``fixed`` is one)."""
+    schema = get_program(program_name).Knobs
+    checked = {}
+    for name, options in (values or {}).items():
+        if name in fixed:
+            raise InputError(f"{program_name}: knob {name!r} is held by --set and in --grid")
+        checked[name] = [knobs_mod.validate(program_name, schema, {name: v})[name] for v in options]
+    return checked
+
+
 def grid_points(
     grid: dict[str, list], demos: Sequence[str], defaults: dict[str, Any], seed: int = 0
 ) -> list[dict[str, Any]]:
@@ -165,6 +179,7 @@ def joint_compile(
     *,
     lm: Any,
     fixed: dict[str, Any] | None = None,
+    values: dict[str, list[Any]] | None = None,
     demos: Sequence[str] = ("none", "annotations"),
     budget: int | None = None,
     metric: str = "f1",
@@ -177,8 +192,10 @@ def joint_compile(
     study: optuna.Study | None = None,
     progress: bool = True,
 ) -> JointResult:
-    """Search ``program_name``'s knobs (``fixed`` ones held) and demonstration sources together
-    on the training questions: demonstrations from the first ``1 - share``, scores on the last
+    """Search ``program_name``'s knobs (``fixed`` ones held; ``values`` names the values tried
+    for a knob instead of its declared range, ``knob_grid``, the default added where missing)
+    and demonstration sources together on the training questions: demonstrations from the
+    first ``1 - share``, scores on the last
     ``share`` (the validation fold). ``budget`` caps the model calls the trials spend (checked
     between trials); the best validation score wins (fewer tokens on a tie) if it beats the
     defaults' trial at ``alpha`` (module docstring), else the defaults stay. Run under
@@ -194,7 +211,11 @@ def joint_compile(
     fixed = given
     pool, valset = hold_out(trainset, share)
     grid = knob_grid(cls, lm, fixed)
-    points = grid_points(grid, list(demos), cls.knob_defaults(), seed)
+    defaults = cls.knob_defaults()
+    for name, checked in given_values(program_name, fixed, values).items():
+        # the defaults' point stays on the grid: the trial a compile must beat
+        grid[name] = ([defaults[name]] if defaults[name] not in checked else []) + checked
+    points = grid_points(grid, list(demos), defaults, seed)
     study = study or joint_study()
     # a trial left running by a killed compile (SIGKILL, a lost machine) is failed, so its point
     # is tried again and the recipe lists it as failed (one compile per study at a time)

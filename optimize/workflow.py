@@ -37,7 +37,7 @@ from netcast.optimize.compile import (
     selection_sets,
 )
 from netcast.optimize.evaluate import EvalResult, evaluate
-from netcast.optimize.joint import joint_compile, joint_study, knob_grid
+from netcast.optimize.joint import given_values, joint_compile, joint_study, knob_grid
 from netcast.programs import get_program
 from netcast.session import (
     build_program,
@@ -251,8 +251,12 @@ def compile_recipe(
         data["name"], data["dev_split"], data.get("dev_limit"), corpus_required=not index
     )
     optimizer = recipe["optimizer"]["name"]
-    if optimizer != "joint":  # refused now, not after the dev questions are scored
+    # refused now, not after the dev questions are scored
+    if optimizer != "joint":
         selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
+    else:
+        settings = recipe["optimizer"].get("settings") or {}
+        given_values(recipe["program"], recipe["knobs"], settings.get("grid"))
     retriever = open_retriever(
         train, index, kind=recipe["retriever"]["kind"], counter=token_counter(lm)
     )
@@ -291,6 +295,7 @@ def compile_recipe(
                 train.examples,
                 lm=lm,
                 fixed=recipe["knobs"],
+                values=settings.get("grid"),
                 demos=settings.get("demos", ("none", "annotations")),
                 budget=settings.get("budget"),
                 metric=recipe["metric"],

@@ -108,3 +108,16 @@ def parse_pairs(pairs: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             knobs[key.strip()] = value
     return knobs
+
+
+def parse_grid(pairs: list[str]) -> dict[str, list[Any]]:
+    """``["top_k=3,4,5", "demos=none"]`` -> ``{"top_k": [3, 4, 5], "demos": ["none"]}``: the
+    values a joint compile tries for each knob named (each read as in ``parse_pairs``)."""
+    grid: dict[str, list[Any]] = {}
+    for pair in pairs:
+        key, sep, values = pair.partition("=")
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not key.strip() or not items:
+            raise InputError(f"--grid expects knob=value[,value...], got {pair!r}")
+        grid[key.strip()] = [parse_pairs([f"value={v}"])["value"] for v in items]
+    return grid

@@ -109,6 +109,20 @@ def _knobs(pairs: list[str] | None, program: str) -> dict[str, Any]:
     return knobs
 
 
+def _joint_settings(budget: int | None, pairs: list[str] | None) -> dict[str, Any]:
+    """The joint optimizer's settings from ``--budget`` and ``--grid`` (``demos=`` names the
+    demonstration sources; the knobs' values are checked when the compile starts)."""
+    from netcast.programs.knobs import parse_grid
+
+    values = parse_grid(pairs or [])
+    settings: dict[str, Any] = {"budget": budget}
+    if "demos" in values:
+        settings["demos"] = [str(v) for v in values.pop("demos")]
+    if values:
+        settings["grid"] = values
+    return settings
+
+
 def _failed_questions(result: Any, lm: Any) -> None:
     """One line: how many questions failed calling which endpoint, what is saved, resume."""
     from rich.markup import escape
@@ -345,6 +359,13 @@ def compile_cmd(
         Optional[int],  # noqa: UP045
         typer.Option(help="joint: model calls the trials may spend (default: the whole grid)"),
     ] = None,
+    grid: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option(
+            help="joint: the values tried for a knob, knob=v1,v2 (repeatable; default: the "
+            "knob's declared range), or the demonstration sources, demos=none,annotations"
+        ),
+    ] = None,
     retriever: RetrieverOpt = "bm25",
     index: IndexOpt = None,
     knob: KnobOpt = None,
@@ -382,6 +403,10 @@ def compile_cmd(
                 )
             if metric not in METRICS:
                 raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+            if grid and optimizer != "joint":
+                raise NetcastError(
+                    "--grid names the values a joint compile tries: add --optimizer joint"
+                )
             recipe = make_recipe(
                 program=program,
                 knobs=_knobs(knob, program),
@@ -391,7 +416,7 @@ def compile_cmd(
                 train_limit=train_limit,
                 dev_limit=dev_limit,
                 optimizer=optimizer,
-                optimizer_settings={"budget": budget} if optimizer == "joint" else None,
+                optimizer_settings=_joint_settings(budget, grid) if optimizer == "joint" else None,
                 metric=metric,
                 model=model,
                 teacher_model=teacher_model,

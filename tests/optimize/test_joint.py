@@ -53,7 +53,7 @@ def capitals(tmp_path):
     return capitals_file(tmp_path / "capitals.jsonl", 32)
 
 
-def joint_recipe(dataset, budget=None):
+def joint_recipe(dataset, budget=None, **settings):
     return make_recipe(
         program="basic",
         knobs={"chain_of_thought": False, "links": 0},
@@ -63,7 +63,7 @@ def joint_recipe(dataset, budget=None):
         model="scripted/fake",
         train_limit=None,
         dev_limit=3,
-        optimizer_settings={"budget": budget},  # as `netcast compile` writes it
+        optimizer_settings={"budget": budget, **settings},  # as `netcast compile` writes it
     )
 
 
@@ -118,6 +118,37 @@ def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
     train = load_dataset(capitals, "train").examples
     complete = [t for t in trials if t["state"] == "complete"]
     assert complete and all(t["n"] == int(len(train) * 0.6) for t in complete)
+
+
+def test_given_values_replace_a_knobs_range_with_the_default_kept_and_demos_chosen(
+    scripted_lm, capitals, tmp_path
+):
+    lm, engine = scripted_lm(distracted)
+    recipe = joint_recipe(capitals, grid={"top_k": [3, 1]}, demos=["none"])  # --grid
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False, reload=False)
+    tried = [(t["knobs"]["top_k"], t["demos"]) for t in result.trials]
+    # the default (5) first, then the given values, each once; no demonstrations tried
+    assert tried[0] == (5, "none") and sorted(tried) == [(1, "none"), (3, "none"), (5, "none")]
+    assert result.knobs["top_k"] == 1
+    saved, _, _ = read_artifact(result.artifact)
+    assert saved["optimizer"]["settings"]["grid"] == {"top_k": [3, 1]}
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ({"top_k": ["abc"]}, "basic: knob 'top_k' = 'abc'"),
+        ({"links": [1]}, "basic: knob 'links' is held by --set and in --grid"),
+        ({"topk": [1]}, "basic: unknown knob 'topk'"),
+    ],
+)
+def test_bad_grid_values_are_refused_before_any_model_call(
+    scripted_lm, capitals, tmp_path, grid, message
+):
+    lm, engine = scripted_lm(distracted)
+    with pytest.raises(InputError, match=message):
+        compile_recipe(joint_recipe(capitals, grid=grid), tmp_path / "a", lm=lm, progress=False)
+    assert engine.prompts == [] and not (tmp_path / "a").exists()
 
 
 def test_the_budget_of_model_calls_stops_the_search(scripted_lm, bm25):

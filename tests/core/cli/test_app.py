@@ -344,3 +344,18 @@ def test_a_budget_stopped_joint_compile_says_what_is_untried_and_a_larger_budget
     assert shown.exit_code == 0, shown.output
     assert f"joint compile: {len(recipe['joint']['trials'])} trials" in shown.output
     assert "smoke check, not a finding" in shown.output  # 3 dev questions
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--grid", "top_k=3"], "error: --grid names the values a joint compile tries"),
+        (["--optimizer", "joint", "--grid", "top_k="], "error: --grid expects knob=value"),
+    ],
+)
+def test_grid_without_a_joint_compile_or_values_is_one_line(tmp_path, extra, message):
+    result = runner.invoke(app, ["compile", "--out", str(tmp_path / "a"), *extra])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), result.output
+    assert not (tmp_path / "a").exists()
