@@ -85,7 +85,8 @@ def given_values(
     for name, options in (values or {}).items():
         if name in fixed:
             raise InputError(f"{program_name}: knob {name!r} is held by --set and in --grid")
-        checked[name] = [knobs_mod.validate(program_name, schema, {name: v})[name] for v in options]
+        typed = [knobs_mod.validate(program_name, schema, {name: v})[name] for v in options]
+        checked[name] = [v for i, v in enumerate(typed) if v not in typed[:i]]  # each once
     return checked
 
 
@@ -195,11 +196,10 @@ def joint_compile(
     """Search ``program_name``'s knobs (``fixed`` ones held; ``values`` names the values tried
     for a knob instead of its declared range, ``knob_grid``, the default added where missing)
     and demonstration sources together on the training questions: demonstrations from the
-    first ``1 - share``, scores on the last
-    ``share`` (the validation fold). ``budget`` caps the model calls the trials spend (checked
-    between trials); the best validation score wins (fewer tokens on a tie) if it beats the
-    defaults' trial at ``alpha`` (module docstring), else the defaults stay. Run under
-    ``dspy.context(lm=lm)``."""
+    first ``1 - share``, scores on the last ``share`` (the validation fold). ``budget`` caps
+    the model calls the trials spend (checked between trials); the best validation score wins
+    (fewer tokens on a tie) if it beats the defaults' trial at ``alpha`` (module docstring),
+    else the defaults stay. Run under ``dspy.context(lm=lm)``."""
     for source in demos:
         if source not in DEMO_SOURCES:
             raise InputError(f"unknown demos {source!r}; choose from {', '.join(DEMO_SOURCES)}")

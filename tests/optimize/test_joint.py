@@ -124,14 +124,14 @@ def test_given_values_replace_a_knobs_range_with_the_default_kept_and_demos_chos
     scripted_lm, capitals, tmp_path
 ):
     lm, engine = scripted_lm(distracted)
-    recipe = joint_recipe(capitals, grid={"top_k": [3, 1]}, demos=["none"])  # --grid
+    recipe = joint_recipe(capitals, grid={"top_k": [3, 1, 3]}, demos=["none"])  # --grid
     result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False, reload=False)
     tried = [(t["knobs"]["top_k"], t["demos"]) for t in result.trials]
     # the default (5) first, then the given values, each once; no demonstrations tried
     assert tried[0] == (5, "none") and sorted(tried) == [(1, "none"), (3, "none"), (5, "none")]
     assert result.knobs["top_k"] == 1
     saved, _, _ = read_artifact(result.artifact)
-    assert saved["optimizer"]["settings"]["grid"] == {"top_k": [3, 1]}
+    assert saved["optimizer"]["settings"]["grid"] == {"top_k": [3, 1, 3]}  # as given
 
 
 @pytest.mark.parametrize(
