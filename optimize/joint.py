@@ -41,6 +41,7 @@ from netcast.programs.shared.budget import budget_range
 from netcast.retrievers import Retriever
 
 DEMO_SOURCES = ("none", "annotations", "bootstrap")
+JOINT_DEMOS = ("none", "annotations")  # the sources searched when a recipe names none
 GRID_POINTS = 6  # values tried per numeric knob whose range holds more
 
 
@@ -75,11 +76,20 @@ def knob_grid(cls: type, lm: Any = None, fixed: dict[str, Any] | None = None) ->
     return grid
 
 
-def given_values(
-    program_name: str, fixed: dict[str, Any], values: dict[str, list[Any]] | None
+def check_search(
+    program_name: str,
+    fixed: dict[str, Any],
+    values: dict[str, list[Any]] | None,
+    demos: Sequence[str],
 ) -> dict[str, list[Any]]:
-    """The values given for knobs to search (``--grid``), each checked as the knob's type, or
-    ``InputError`` naming the first bad one (a knob also held in ``fixed`` is one)."""
+    """The demonstration sources and the values given for knobs to search (``--grid``) checked,
+    the values as the knobs' types, each once; ``InputError`` names the first bad one (a knob
+    also held in ``fixed`` is one)."""
+    for source in demos:
+        if source not in DEMO_SOURCES:
+            raise InputError(f"unknown demos {source!r}; choose from {', '.join(DEMO_SOURCES)}")
+    if not demos:
+        raise InputError("give at least one demonstration source (none, annotations, bootstrap)")
     schema = get_program(program_name).Knobs
     checked = {}
     for name, options in (values or {}).items():
@@ -181,7 +191,7 @@ def joint_compile(
     lm: Any,
     fixed: dict[str, Any] | None = None,
     values: dict[str, list[Any]] | None = None,
-    demos: Sequence[str] = ("none", "annotations"),
+    demos: Sequence[str] = JOINT_DEMOS,
     budget: int | None = None,
     metric: str = "f1",
     per_step: int = PER_STEP,
@@ -200,19 +210,14 @@ def joint_compile(
     the model calls the trials spend (checked between trials); the best validation score wins
     (fewer tokens on a tie) if it beats the defaults' trial at ``alpha`` (module docstring),
     else the defaults stay. Run under ``dspy.context(lm=lm)``."""
-    for source in demos:
-        if source not in DEMO_SOURCES:
-            raise InputError(f"unknown demos {source!r}; choose from {', '.join(DEMO_SOURCES)}")
-    if not demos:
-        raise InputError("give at least one demonstration source (none, annotations, bootstrap)")
+    fixed = dict(fixed or {})
+    searched = check_search(program_name, fixed, values, demos)
     cls = get_program(program_name)
-    given = dict(fixed or {})
-    knobs_mod.validate(program_name, cls.Knobs, given)  # a bad knob stops here
-    fixed = given
+    knobs_mod.validate(program_name, cls.Knobs, fixed)  # a bad knob stops here
     pool, valset = hold_out(trainset, share)
     grid = knob_grid(cls, lm, fixed)
     defaults = cls.knob_defaults()
-    for name, checked in given_values(program_name, fixed, values).items():
+    for name, checked in searched.items():
         # the defaults' point stays on the grid: the trial a compile must beat
         grid[name] = ([defaults[name]] if defaults[name] not in checked else []) + checked
     points = grid_points(grid, list(demos), defaults, seed)

@@ -37,7 +37,13 @@ from netcast.optimize.compile import (
     selection_sets,
 )
 from netcast.optimize.evaluate import EvalResult, evaluate
-from netcast.optimize.joint import given_values, joint_compile, joint_study, knob_grid
+from netcast.optimize.joint import (
+    JOINT_DEMOS,
+    check_search,
+    joint_compile,
+    joint_study,
+    knob_grid,
+)
 from netcast.programs import get_program
 from netcast.session import (
     build_program,
@@ -251,12 +257,13 @@ def compile_recipe(
         data["name"], data["dev_split"], data.get("dev_limit"), corpus_required=not index
     )
     optimizer = recipe["optimizer"]["name"]
+    settings = recipe["optimizer"].get("settings") or {}
     # refused now, not after the dev questions are scored
     if optimizer != "joint":
         selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
     else:
-        settings = recipe["optimizer"].get("settings") or {}
-        given_values(recipe["program"], recipe["knobs"], settings.get("grid"))
+        demos = settings.get("demos", JOINT_DEMOS)
+        check_search(recipe["program"], recipe["knobs"], settings.get("grid"), demos)
     retriever = open_retriever(
         train, index, kind=recipe["retriever"]["kind"], counter=token_counter(lm)
     )
@@ -281,7 +288,6 @@ def compile_recipe(
             # same recipe (any budget) goes on where it stopped
             trials_db = Path(out).parent / f".{Path(out).name}.joint-trials.db"
             trials_db.parent.mkdir(parents=True, exist_ok=True)
-            settings = recipe["optimizer"].get("settings") or {}
             # the study is named by what a trial means, the recipe without its budget of calls
             # (as `netcast compile` writes it with no --budget), so a compile rerun with another
             # budget goes on from the finished trials
@@ -296,7 +302,7 @@ def compile_recipe(
                 lm=lm,
                 fixed=recipe["knobs"],
                 values=settings.get("grid"),
-                demos=settings.get("demos", ("none", "annotations")),
+                demos=settings.get("demos", JOINT_DEMOS),
                 budget=settings.get("budget"),
                 metric=recipe["metric"],
                 share=settings.get("share", 0.6),

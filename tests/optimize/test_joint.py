@@ -135,19 +135,21 @@ def test_given_values_replace_a_knobs_range_with_the_default_kept_and_demos_chos
 
 
 @pytest.mark.parametrize(
-    ("grid", "message"),
+    ("settings", "message"),
     [
-        ({"top_k": ["abc"]}, "basic: knob 'top_k' = 'abc'"),
-        ({"links": [1]}, "basic: knob 'links' is held by --set and in --grid"),
-        ({"topk": [1]}, "basic: unknown knob 'topk'"),
+        ({"grid": {"top_k": ["abc"]}}, "basic: knob 'top_k' = 'abc'"),
+        ({"grid": {"links": [1]}}, "basic: knob 'links' is held by --set and in --grid"),
+        ({"grid": {"topk": [1]}}, "basic: unknown knob 'topk'"),
+        ({"demos": ["traces"]}, "unknown demos 'traces'"),
     ],
 )
-def test_bad_grid_values_are_refused_before_any_model_call(
-    scripted_lm, capitals, tmp_path, grid, message
+def test_bad_grid_values_and_demo_sources_are_refused_before_any_model_call(
+    scripted_lm, capitals, tmp_path, settings, message
 ):
     lm, engine = scripted_lm(distracted)
+    recipe = joint_recipe(capitals, **settings)
     with pytest.raises(InputError, match=message):
-        compile_recipe(joint_recipe(capitals, grid=grid), tmp_path / "a", lm=lm, progress=False)
+        compile_recipe(recipe, tmp_path / "a", lm=lm, progress=False)
     assert engine.prompts == [] and not (tmp_path / "a").exists()
 
 
