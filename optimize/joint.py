@@ -12,10 +12,19 @@ storage) until the grid or the budget of model calls is spent. Demonstrations ar
 the first part of the training questions and every trial is scored on the rest (the
 validation fold), never on dev; the retriever is the one the program will search.
 
+When every demonstration source searched is ``none`` no demonstration is drawn, and every
+training question validates.
+
 The best trial replaces the defaults only if it beats them on the validation fold's questions
 by a paired sign-flip test at ``alpha`` (0.1): on a few dozen questions settings a few F1 points
 apart are noise, and a compile that follows noise makes the program worse as often as better
-(measured: benchmarks/README.md, the wide-pool decisive tier).
+(measured: benchmarks/README.md, the wide-pool decisive tier). The same noise separates the
+defaults from a setting far better but not neighbouring settings from each other, so with
+``ties="nearest"`` (the default) the compile takes, among the trials that beat the defaults and
+that the same test cannot tell apart from the best, the one nearest the defaults: fewest knobs
+changed (the demonstration source counts as one), then fewest steps along the knobs' grids,
+then the higher score (the parsimony of the "one standard error" rule; measured:
+benchmarks/README.md). ``ties="best"`` takes the best trial.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from netcast.programs.shared.budget import budget_range
 from netcast.retrievers import Retriever
 
 DEMO_SOURCES = ("none", "annotations", "bootstrap")
+TIES = ("nearest", "best")  # among trials the test cannot tell apart from the best
 JOINT_DEMOS = ("none", "annotations")  # the sources searched when a recipe names none
 GRID_POINTS = 6  # values tried per numeric knob whose range holds more
 
@@ -131,23 +141,82 @@ class JointResult:
     untried: int = 0  # grid points the budget of calls left untried
 
 
-def versus_defaults(best: optuna.trial.FrozenTrial, default: optuna.trial.FrozenTrial, alpha):
-    """The paired comparison of two complete trials on the questions both scored."""
+def paired(a: optuna.trial.FrozenTrial, b: optuna.trial.FrozenTrial) -> tuple[int, float, float]:
+    """Two complete trials on the questions both scored: how many, the mean difference a - b,
+    and its sign-flip p."""
     from netcast.optimize.report import paired_p_value
 
-    a, b = best.user_attrs.get("scores") or {}, default.user_attrs.get("scores") or {}
-    ids = sorted(set(a) & set(b))
-    diff = sum(a[i] - b[i] for i in ids) / len(ids) if ids else 0.0
-    p = paired_p_value([a[i] for i in ids], [b[i] for i in ids]) if ids else 1.0
+    sa, sb = a.user_attrs.get("scores") or {}, b.user_attrs.get("scores") or {}
+    ids = sorted(set(sa) & set(sb))
+    if not ids:
+        return 0, 0.0, 1.0
+    diff = sum(sa[i] - sb[i] for i in ids) / len(ids)
+    return len(ids), diff, paired_p_value([sa[i] for i in ids], [sb[i] for i in ids])
+
+
+def versus_defaults(best: optuna.trial.FrozenTrial, default: optuna.trial.FrozenTrial, alpha):
+    """The paired comparison of two complete trials on the questions both scored."""
+    n, diff, p = paired(best, default)
     return {
         "best_trial": best.number,
         "default_trial": default.number,
-        "n": len(ids),
+        "n": n,
         "diff": round(diff, 4),
         "p": round(p, 4),
         "alpha": alpha,
         "kept_defaults": not (diff > 0 and p < alpha),
     }
+
+
+def distance(
+    point: dict[str, Any], origin: dict[str, Any], grid: dict[str, list], demos: Sequence[str]
+) -> tuple[int, int]:
+    """How far a grid point is from ``origin`` (the defaults' point): knobs changed (the
+    demonstration source one of them), then steps along each knob's grid (numbers in order)."""
+    changed = steps = 0
+    for name, value in point.items():
+        if value == origin.get(name):
+            continue
+        changed += 1
+        values = list(demos) if name == "demos" else list(grid.get(name, [value]))
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            values = sorted(values)
+        if value in values and origin.get(name) in values:
+            steps += abs(values.index(value) - values.index(origin[name]))
+        else:
+            steps += 1
+    return changed, steps
+
+
+def nearest_tie(
+    best: optuna.trial.FrozenTrial,
+    default: optuna.trial.FrozenTrial,
+    done: Sequence[optuna.trial.FrozenTrial],
+    grid: dict[str, list],
+    demos: Sequence[str],
+    alpha: float,
+) -> tuple[optuna.trial.FrozenTrial, list[int]]:
+    """Among the complete trials that beat ``default`` at ``alpha`` and that the same test
+    cannot tell apart from ``best`` (``best`` one of them), the one nearest the defaults
+    (``distance``; the higher score, then fewer tokens, among equals), and the numbers of
+    those ties."""
+    ties = [best]
+    for t in done:
+        if t.number in (best.number, default.number):
+            continue
+        _, diff, p = paired(t, default)
+        if not (diff > 0 and p < alpha):
+            continue
+        _, gap, p_best = paired(best, t)
+        if p_best >= alpha or gap <= 0:
+            ties.append(t)
+    origin = {**default.params}
+
+    def key(t: optuna.trial.FrozenTrial) -> tuple:
+        tokens = (t.user_attrs.get("aggregate") or {}).get("tokens", 0)
+        return (*distance({**t.params}, origin, grid, demos), -(t.value or 0.0), tokens)
+
+    return min(ties, key=key), sorted(t.number for t in ties)
 
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
@@ -166,6 +235,9 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
                 "calls": t.user_attrs.get("calls"),
                 "n": agg.get("n"),
                 "state": t.state.name.lower(),
+                # each validation question's score, so a choice can be checked (or another
+                # rule applied) from the recipe alone
+                "question_scores": t.user_attrs.get("scores") or {},
             }
         )
     return rows
@@ -198,6 +270,7 @@ def joint_compile(
     share: float = 0.6,
     chunk: int = 10,
     alpha: float = 0.1,
+    ties: str = "nearest",
     teacher_lm: Any = None,
     seed: int = 0,
     study: optuna.Study | None = None,
@@ -207,14 +280,19 @@ def joint_compile(
     for a knob instead of its declared range, ``knob_grid``, the default added where missing)
     and demonstration sources together on the training questions: demonstrations from the
     first ``1 - share``, scores on the last ``share`` (the validation fold). ``budget`` caps
-    the model calls the trials spend (checked between trials); the best validation score wins
-    (fewer tokens on a tie) if it beats the defaults' trial at ``alpha`` (module docstring),
-    else the defaults stay. Run under ``dspy.context(lm=lm)``."""
+    the model calls the trials spend (checked between trials); the best validation score
+    (fewer tokens on a tie) replaces the defaults if it beats the defaults' trial at ``alpha``,
+    else the defaults stay; with ``ties="nearest"`` the trial taken is the one nearest the
+    defaults among those the test cannot tell apart from the best (module docstring). Run
+    under ``dspy.context(lm=lm)``."""
     fixed = dict(fixed or {})
     searched = check_search(program_name, fixed, values, demos)
+    if ties not in TIES:
+        raise InputError(f"unknown ties rule {ties!r}; choose from {', '.join(TIES)}")
     cls = get_program(program_name)
     knobs_mod.validate(program_name, cls.Knobs, fixed)  # a bad knob stops here
-    pool, valset = hold_out(trainset, share)
+    # no demonstration drawn (demos none only): every training question validates
+    pool, valset = ([], list(trainset)) if set(demos) == {"none"} else hold_out(trainset, share)
     grid = knob_grid(cls, lm, fixed)
     defaults = cls.knob_defaults()
     for name, checked in searched.items():
@@ -306,6 +384,13 @@ def joint_compile(
     compared = versus_defaults(best, default, alpha) if default is not None else {}
     if compared.get("kept_defaults"):
         best = default
+    elif compared and ties == "nearest":
+        chosen, tied = nearest_tie(best, default, done, grid, demos, alpha)
+        # the test is reported for the trial taken (best_trial: the one compared with the
+        # defaults); top_trial is the highest score, and tied the trials not told apart from it
+        compared = {**versus_defaults(chosen, default, alpha), "ties": ties, "tied": tied}
+        compared["top_trial"] = best.number
+        best = chosen
     knobs, source = best.user_attrs["knobs"], best.params["demos"]
     return JointResult(
         knobs, source, build(knobs, source), study, trial_rows(study), compared, untried

@@ -289,11 +289,15 @@ def compile_recipe(
             trials_db = Path(out).parent / f".{Path(out).name}.joint-trials.db"
             trials_db.parent.mkdir(parents=True, exist_ok=True)
             # the study is named by what a trial means, the recipe without its budget of calls
-            # (as `netcast compile` writes it with no --budget), so a compile rerun with another
-            # budget goes on from the finished trials
+            # (as `netcast compile` writes it with no --budget) or its rule among ties, so a
+            # compile rerun with another budget or rule goes on from the finished trials
+            trial_settings = {k: v for k, v in settings.items() if k != "ties"}
             trial_recipe = {
                 **recipe,
-                "optimizer": {**recipe["optimizer"], "settings": {**settings, "budget": None}},
+                "optimizer": {
+                    **recipe["optimizer"],
+                    "settings": {**trial_settings, "budget": None},
+                },
             }
             joint = joint_compile(
                 recipe["program"],
@@ -307,6 +311,7 @@ def compile_recipe(
                 metric=recipe["metric"],
                 share=settings.get("share", 0.6),
                 alpha=settings.get("alpha", 0.1),
+                ties=settings.get("ties", "nearest"),
                 teacher_lm=teacher_lm,
                 seed=recipe["seed"],
                 study=joint_study(f"sqlite:///{trials_db}", f"joint-{short_hash(trial_recipe)}"),

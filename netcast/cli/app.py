@@ -109,13 +109,17 @@ def _knobs(pairs: list[str] | None, program: str) -> dict[str, Any]:
     return knobs
 
 
-def _joint_settings(budget: int | None, pairs: list[str] | None) -> dict[str, Any]:
-    """The joint optimizer's settings from ``--budget`` and ``--grid`` (``demos=`` names the
-    demonstration sources; the knobs' values are checked when the compile starts)."""
+def _joint_settings(budget: int | None, pairs: list[str] | None, ties: str) -> dict[str, Any]:
+    """The joint optimizer's settings from ``--budget``, ``--grid`` (``demos=`` names the
+    demonstration sources; the knobs' values are checked when the compile starts) and
+    ``--ties``."""
+    from netcast.optimize.joint import TIES
     from netcast.programs.knobs import parse_grid
 
+    if ties not in TIES:
+        raise NetcastError(f"unknown --ties {ties!r}; choose one of {', '.join(TIES)}")
     values = parse_grid(pairs or [])
-    settings: dict[str, Any] = {"budget": budget}
+    settings: dict[str, Any] = {"budget": budget, "ties": ties}
     if "demos" in values:
         settings["demos"] = [str(v) for v in values.pop("demos")]
     if values:
@@ -366,6 +370,14 @@ def compile_cmd(
             "knob's declared range), or the demonstration sources, demos=none,annotations"
         ),
     ] = None,
+    ties: Annotated[
+        str,
+        typer.Option(
+            help="joint: among the trials that beat the defaults and that the validation questions "
+            "cannot tell apart from the best, take the one nearest the defaults (nearest) or "
+            "the best score (best)"
+        ),
+    ] = "nearest",
     retriever: RetrieverOpt = "bm25",
     index: IndexOpt = None,
     knob: KnobOpt = None,
@@ -416,7 +428,9 @@ def compile_cmd(
                 train_limit=train_limit,
                 dev_limit=dev_limit,
                 optimizer=optimizer,
-                optimizer_settings=_joint_settings(budget, grid) if optimizer == "joint" else None,
+                optimizer_settings=(
+                    _joint_settings(budget, grid, ties) if optimizer == "joint" else None
+                ),
                 metric=metric,
                 model=model,
                 teacher_model=teacher_model,

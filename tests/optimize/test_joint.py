@@ -7,7 +7,7 @@ import dspy
 import optuna
 import pytest
 
-from helpers import capitals_file, distracted
+from helpers import capitals_file, distracted, last_question
 from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
@@ -158,7 +158,9 @@ def test_the_budget_of_model_calls_stops_the_search(scripted_lm, bm25):
     result = basic_top_k_search(lm, bm25)
     assert len(result.trials) == 1  # the first trial spent the budget
     assert result.knobs == {"chain_of_thought": False, "links": 0, "top_k": 5}
-    assert len(engine.prompts) == 6  # its validation fold: the last 60% of 10 questions
+    # no demonstrations searched, so nothing is drawn from the training questions: all 10
+    # validate
+    assert len(engine.prompts) == 10
 
 
 def test_bad_demo_sources_and_knobs_are_refused(bm25):
@@ -301,3 +303,41 @@ def test_a_trial_left_running_by_a_killed_compile_is_failed_and_tried_again(
     states = [t["state"] for t in result.trials]
     assert states == ["fail", "complete"]  # the stale trial failed, its point run again
     assert result.trials[1]["knobs"]["top_k"] == 5 and engine.prompts
+
+
+def test_among_trials_it_cannot_tell_apart_the_compile_takes_the_one_nearest_the_defaults(
+    scripted_lm, tmp_path
+):
+    data = capitals_file(tmp_path / "capitals.jsonl", 40)
+    train = load_dataset(data, "train").examples
+    missed = train[2].question
+
+    def fewer_is_better(prompt: str) -> dict:
+        """Right with Paris alone; with three passages right on all but one question; with
+        every passage (top_k 5 and up) never."""
+        shown = sum(f"{c} is the capital" in prompt for c in ("Paris", "Berlin", "Rome", "Madrid"))
+        right = shown == 1 or (shown == 3 and last_question(prompt) != missed)
+        return {"answer": "Paris" if right else "Berlin"}
+
+    chosen = {}
+    for ties in ("best", "nearest"):
+        lm, _ = scripted_lm(fewer_is_better)
+        recipe = joint_recipe(data, demos=["none"], ties=ties)
+        chosen[ties] = compile_recipe(recipe, tmp_path / ties, lm=lm, progress=False)
+    best, nearest = chosen["best"], chosen["nearest"]
+    assert best.knobs["top_k"] == 1 and nearest.knobs["top_k"] == 3
+    trials = {t["knobs"]["top_k"]: t for t in nearest.trials}
+    # no demonstrations searched: every training question validates, each score on record
+    assert trials[3]["n"] == len(train) and len(trials[3]["question_scores"]) == len(train)
+    assert sorted(trials[3]["question_scores"].values())[:2] == [0.0, 1.0]  # the one miss
+    versus = nearest.versus_defaults
+    # top_k 1 scored best; top_k 3, one question behind it (sign-flip p = 1), is one grid step
+    # from the defaults' 5 where 1 is two: taken, and tested against the defaults itself
+    assert versus["top_trial"] == trials[1]["trial"] and versus["ties"] == "nearest"
+    assert versus["best_trial"] == trials[3]["trial"]
+    assert sorted(versus["tied"]) == sorted([trials[1]["trial"], trials[3]["trial"]])
+    assert not versus["kept_defaults"] and versus["p"] < 0.1
+    assert versus["diff"] == pytest.approx(1 - 1 / len(train), abs=1e-4)  # rounded
+    saved, _, _ = read_artifact(nearest.artifact)
+    assert saved["knobs"]["top_k"] == 3 and saved["joint"]["versus_defaults"] == versus
+    assert "top_trial" not in best.versus_defaults  # ties="best": the best score is taken

@@ -351,6 +351,7 @@ def test_a_budget_stopped_joint_compile_says_what_is_untried_and_a_larger_budget
     [
         (["--grid", "top_k=3"], "error: --grid names the values a joint compile tries"),
         (["--optimizer", "joint", "--grid", "top_k="], "error: --grid expects knob=value"),
+        (["--optimizer", "joint", "--ties", "first"], "error: unknown --ties 'first'"),
     ],
 )
 def test_grid_without_a_joint_compile_or_values_is_one_line(tmp_path, extra, message):
@@ -359,3 +360,20 @@ def test_grid_without_a_joint_compile_or_values_is_one_line(tmp_path, extra, mes
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message), result.output
     assert not (tmp_path / "a").exists()
+
+
+def test_the_joint_verdict_names_the_tie_taken_nearest_the_defaults():
+    from netcast.cli.render import versus_defaults_line
+
+    versus = {"default_trial": 0, "n": 100, "diff": 0.16, "p": 0.001, "alpha": 0.1}
+    taken = {**versus, "best_trial": 2, "kept_defaults": False}
+    tie = {**taken, "top_trial": 5, "tied": [2, 5, 7], "ties": "nearest"}
+    assert versus_defaults_line(tie) == (
+        "the best trial 5 could not be told apart from trial(s) 2, 7; the nearest the "
+        "defaults, trial 2 vs the defaults' trial 0 on 100 validation questions: +0.160, "
+        "sign-flip p = 0.001 (alpha 0.1): took it"
+    )
+    # a recipe written before the rule (no top_trial), or a best trial with no tie
+    assert versus_defaults_line(taken).startswith("trial 2 vs the defaults' trial 0 on 100")
+    assert versus_defaults_line({**tie, "top_trial": 2}) == versus_defaults_line(taken)
+    assert versus_defaults_line({**taken, "best_trial": 0}) is None  # the defaults were best
