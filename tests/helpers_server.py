@@ -1,5 +1,6 @@
 """A real OpenAI-compatible model server for tests: llama-cpp-python's ``llama_cpp.server`` (the
-``server`` extra) serving the embedded GGUF on a free loopback port.
+``server`` extra, started as ``netcast.models.serve``) serving the embedded GGUF on a free
+loopback port.
 
 One process serves the same file under three names (a config file; it keeps one model loaded
 and reloads on a name change, about a second for the 0.5B model):
@@ -114,7 +115,9 @@ class LlamaServer:
         return path
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "llama_cpp.server", "--config_file", str(self.config())]
+        # netcast.models.serve: llama_cpp.server with the CPU backend of a runtime-dispatch
+        # build loaded first
+        return [sys.executable, "-m", "netcast.models.serve", "--config_file", str(self.config())]
 
     def start(self, timeout: float = 180.0) -> LlamaServer:
         if self.process is not None and self.process.poll() is None:

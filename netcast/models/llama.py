@@ -13,6 +13,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import llama_cpp
@@ -31,6 +32,27 @@ _LOADED: weakref.WeakSet = weakref.WeakSet()
 def _close_loaded() -> None:
     for engine in list(_LOADED):
         engine.close()
+
+
+def load_cpu_backends() -> int:
+    """Register llama.cpp's CPU backend where the build left that to the caller, and return how
+    many backends are registered.
+
+    A llama.cpp built with runtime CPU dispatch (``GGML_BACKEND_DL`` with
+    ``GGML_CPU_ALL_VARIANTS``: one CPU backend library per x86 level, the best one this CPU runs
+    picked when loaded) registers none by itself, and llama-cpp-python 0.3.36 loads none, so
+    every model load fails ("no backends are loaded"). Its wheel puts the variants in
+    ``site-packages/bin``; they are loaded from there into the copy of libggml that libllama
+    links against (``libggml.so.0``: the wheel's ``libggml.so`` is a separate copy with a
+    registry of its own). A build with the CPU backend linked in has one already: nothing is
+    done."""
+    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    ggml = ctypes.CDLL(str(lib_dir / "libggml.so.0"))
+    ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+    variants = lib_dir.parent.parent / "bin"
+    if ggml.ggml_backend_reg_count() == 0 and any(variants.glob("libggml-cpu-*.so")):
+        ggml.ggml_backend_load_all_from_path(str(variants).encode())
+    return int(ggml.ggml_backend_reg_count())
 
 
 PREFIX_CACHE_MODES = ("off", "last", "predictor")
@@ -107,6 +129,7 @@ class LlamaCppEngine:
         if self._llm is None:
             from llama_cpp import Llama
 
+            load_cpu_backends()
             self._llm = Llama(
                 model_path=self.model_path,
                 n_ctx=self.n_ctx,

@@ -142,3 +142,53 @@ def test_an_error_exit_after_the_model_loaded_prints_no_teardown_traceback(tmp_p
     assert done.returncode == 1, done.stderr[-2000:]
     assert "run the same command again to resume" in done.stderr
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr
+
+
+class FakeGgml:
+    """libggml as ctypes sees it: ``registered`` backends, and the directories asked to load."""
+
+    def __init__(self, registered: int):
+        self.registered, self.loaded_from = registered, []
+        outer = self
+
+        class Count:
+            restype = None
+
+            def __call__(self):
+                return outer.registered
+
+        self.ggml_backend_reg_count = Count()
+
+    def ggml_backend_load_all_from_path(self, path: bytes) -> None:
+        self.loaded_from.append(path.decode())
+        self.registered += 1
+
+
+@pytest.mark.parametrize("registered, variants, loads", [(0, True, True), (1, True, False)])
+def test_a_runtime_dispatch_build_gets_its_cpu_backend_loaded(
+    monkeypatch, tmp_path, registered, variants, loads
+):
+    """A GGML_BACKEND_DL build registers no backend and llama-cpp-python loads none: the
+    variants pip put in site-packages/bin are loaded into the libggml libllama links against;
+    a build with its CPU backend linked in is left alone."""
+    import llama_cpp
+
+    from netcast.models import llama as module
+
+    package = tmp_path / "site-packages" / "llama_cpp"
+    (package / "lib").mkdir(parents=True)
+    (tmp_path / "site-packages" / "bin").mkdir()
+    if variants:
+        (tmp_path / "site-packages" / "bin" / "libggml-cpu-zen4.so").write_bytes(b"")
+    fake, opened = FakeGgml(registered), []
+    monkeypatch.setattr(llama_cpp, "__file__", str(package / "__init__.py"))
+    monkeypatch.setattr(module.ctypes, "CDLL", lambda path: opened.append(path) or fake)
+    assert module.load_cpu_backends() == 1
+    assert opened == [str(package / "lib" / "libggml.so.0")]  # not libggml.so: another copy
+    assert fake.loaded_from == ([str(tmp_path / "site-packages" / "bin")] if loads else [])
+
+
+def test_the_installed_build_has_a_cpu_backend():
+    from netcast.models.llama import load_cpu_backends
+
+    assert load_cpu_backends() >= 1
