@@ -20,7 +20,8 @@
 #                                         #   wide-joint-links-1.5b | musique-compiled |
 #                                         #   wide-taught-iterative | wide-links-1.5b |
 #                                         #   wide-joint-k-links |
-#                                         #   wide-joint-k-links-nearest
+#                                         #   wide-joint-k-links-nearest |
+#                                         #   wide-joint-iterative-links
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETCAST=.venv/bin/netcast
@@ -263,6 +264,24 @@ wide_joint_k_links_nearest() {
     --limit 150 --run-dir "$WIDE"
 }
 
+wide_joint_iterative_links() {
+  # issue 32's multi-step target: iterative's joint compile over the link hop (links 0, 1)
+  # and whether the answer step reads the agent's notes (true, false), no demonstrations, so
+  # all 100 training questions validate; k, max_turns, fallback and delete at their defaults.
+  # ~20 s a question a trial on the runtime-dispatch build (the notes=false trials reuse the
+  # search and delete calls from DSPy's cache); the trials wait beside the artifact, so a
+  # stopped compile goes on where it stopped
+  local artifact="$R/artifacts/iterative-joint-links-notes-wide-0.5b"
+  if [ ! -f "$artifact/program.json" ]; then
+    $NETCAST compile --program iterative --dataset hotpotqa-wide --optimizer joint \
+      --teacher annotations --train-limit 100 --dev-limit 10 --set k=5 --set max_turns=5 \
+      --set fallback=true --set delete=true --grid links=0,1 --grid notes=true,false \
+      --grid demos=none --out "$artifact"
+  fi
+  $NETCAST bench --programs iterative --compiled "$artifact" --datasets hotpotqa-wide \
+    --limit "${LIMIT:-150}" --run-dir "$WIDE"
+}
+
 wide_15b() {
   # the 1.5B model on the wide pool: basic at its defaults, and the 0.5B's joint-compiled
   # basic (links 1, no demonstrations) loaded with the 1.5B model (not recompiled for it),
@@ -364,6 +383,7 @@ case "${1:-all}" in
   wide-joint-links) wide_joint_links ;;
   wide-joint-k-links) wide_joint_k_links ;;
   wide-joint-k-links-nearest) wide_joint_k_links_nearest ;;
+  wide-joint-iterative-links) wide_joint_iterative_links ;;
   wide-1.5b) wide_15b ;;
   musique-links) musique_links ;;
   wide-joint-links-1.5b) wide_joint_links_15b ;;
