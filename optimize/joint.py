@@ -4,13 +4,15 @@ The knobs' declared ranges (sized to the model's window) become a small grid; ea
 is paired with each demonstration source (``none``; ``annotations``: the data's own, see
 ``optimize.annotations``; ``bootstrap``: the model's successful traces, DSPy's
 BootstrapFewShot). Points are tried once each, the program's defaults without demonstrations
-first, then in a seeded random order, as Optuna trials (enqueued, so no point repeats; pruned
-on the running score against the median, from the third chunk of questions on and while a
-whole chunk is left: after the first chunk it stopped settings on the noise of 10 questions,
-and near the end it saved few calls and dropped a finished score; resumable in any Optuna
-storage) until the grid or the budget of model calls is spent. Demonstrations are drawn from
-the first part of the training questions and every trial is scored on the rest (the
-validation fold), never on dev; the retriever is the one the program will search.
+first, then in a seeded random order, as Optuna trials (enqueued, so no point repeats;
+resumable in any Optuna storage) until the grid or the budget of model calls is spent. A trial
+is stopped early (pruned) when it trails the best complete trial on the questions both scored
+by the paired sign-flip test at ``PRUNE_P`` (0.01: it is tested after every chunk), from the
+third chunk of questions on and while a whole chunk is left (a race, as F-race does): a
+median rule stopped settings on 30 questions' noise (0.452 where the median ran higher;
+benchmarks/README.md), which the rule among ties below needs scored in full. Demonstrations
+are drawn from the first part of the training questions and every trial is scored on the rest
+(the validation fold), never on dev; the retriever is the one the program will search.
 
 When every demonstration source searched is ``none`` no demonstration is drawn, and every
 training question validates.
@@ -51,6 +53,7 @@ from netcast.retrievers import Retriever
 
 DEMO_SOURCES = ("none", "annotations", "bootstrap")
 TIES = ("nearest", "best")  # among trials the test cannot tell apart from the best
+PRUNE_P = 0.01  # a trial trailing the best complete one at this p stops early
 JOINT_DEMOS = ("none", "annotations")  # the sources searched when a recipe names none
 GRID_POINTS = 6  # values tried per numeric knob whose range holds more
 
@@ -154,6 +157,22 @@ def paired(a: optuna.trial.FrozenTrial, b: optuna.trial.FrozenTrial) -> tuple[in
     return len(ids), diff, paired_p_value([sa[i] for i in ids], [sb[i] for i in ids])
 
 
+def trails_leader(study: optuna.Study, scores: dict[str, float], p_value: float = PRUNE_P) -> bool:
+    """Whether a running trial's per-question ``scores`` trail the best complete trial's on the
+    questions both scored, by the paired sign-flip test at ``p_value``."""
+    from netcast.optimize.report import paired_p_value
+
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not done:
+        return False
+    leader = (max(done, key=lambda t: t.value or 0.0).user_attrs.get("scores")) or {}
+    ids = [i for i in scores if i in leader]
+    if not ids:
+        return False
+    mine, theirs = [scores[i] for i in ids], [leader[i] for i in ids]
+    return sum(mine) < sum(theirs) and paired_p_value(mine, theirs) < p_value
+
+
 def versus_defaults(best: optuna.trial.FrozenTrial, default: optuna.trial.FrozenTrial, alpha):
     """The paired comparison of two complete trials on the questions both scored."""
     n, diff, p = paired(best, default)
@@ -250,7 +269,7 @@ def joint_study(storage: str | None = None, name: str = "joint") -> optuna.Study
         study_name=name,
         storage=storage,
         direction="maximize",
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
+        pruner=optuna.pruners.NopPruner(),  # the race is run by the objective (trails_leader)
         load_if_exists=True,
     )
 
@@ -343,9 +362,12 @@ def joint_compile(
                 running = float(aggregate(rows)[metric] or 0.0)
                 trial.set_user_attr("partial", running)
                 trial.report(running, step)
-                # pruned only while a whole chunk is left: near the end it would save a few
-                # calls and drop a finished score from the candidates
-                if len(valset) - start - chunk >= chunk and trial.should_prune():
+                # raced from the third chunk on (10 questions are noise) and only while a
+                # whole chunk is left: near the end it would save a few calls and drop a
+                # finished score from the candidates
+                scores = {r["id"]: r["scores"][metric] or 0.0 for r in rows}
+                left = len(valset) - start - chunk
+                if step >= 2 and left >= chunk and trails_leader(study, scores):
                     raise optuna.TrialPruned()
         finally:
             trial.set_user_attr("calls", sum(r["scores"]["lm_calls"] for r in rows))

@@ -11,7 +11,13 @@ from helpers import capitals_file, distracted, last_question
 from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
-from netcast.optimize.joint import grid_points, joint_compile, joint_study, knob_grid
+from netcast.optimize.joint import (
+    grid_points,
+    joint_compile,
+    joint_study,
+    knob_grid,
+    trails_leader,
+)
 from netcast.optimize.workflow import compile_recipe, make_recipe
 from netcast.programs import BasicRAG, get_program
 
@@ -244,35 +250,50 @@ def test_a_best_trial_that_beats_the_defaults_on_too_few_questions_is_not_taken(
     assert max(t["score"] for t in saved["joint"]["trials"]) == 1.0  # the trials stay on record
 
 
-def test_the_pruner_waits_for_three_chunks_of_questions():
-    """After 10 questions the running score is noise: a trial far below the median is pruned
-    only from its third chunk of validation questions on."""
+def test_a_trial_is_raced_against_the_best_complete_one_not_the_median():
+    """A trial stops early only when the paired sign-flip test says it trails the best
+    complete trial on the questions both scored: behind on all 30, yes; one question behind
+    (a tie the nearest-tie rule needs scored in full), no."""
     study = joint_study()
+    leader = {f"q{i}": 1.0 for i in range(60)}
+    assert not trails_leader(study, {"q0": 0.0})  # nothing complete yet: nothing to race
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={"top_k": 1},
+            distributions={"top_k": optuna.distributions.CategoricalDistribution([1, 3])},
+            value=1.0,
+            user_attrs={"scores": leader},
+        )
+    )
+    first_30 = {f"q{i}": 0.0 for i in range(30)}
+    assert trails_leader(study, first_30)
+    assert not trails_leader(study, {**{f"q{i}": 1.0 for i in range(30)}, "q7": 0.0})
+    assert not trails_leader(study, {"q0": 0.0, "q1": 0.0})  # two questions: p = 0.25
+    assert not trails_leader(study, {"x": 0.0})  # no question in common
 
-    def scores(value):
-        def objective(trial):
-            for step in range(4):
-                trial.report(value, step)
-                if trial.should_prune():
-                    raise optuna.TrialPruned()
-            return value
 
-        return objective
-
-    study.optimize(scores(1.0), n_trials=2)
-    checked = []
-
-    def losing(trial):
-        for step in range(4):
-            trial.report(0.0, step)
-            checked.append(trial.should_prune())
-            if checked[-1]:
-                raise optuna.TrialPruned()
-        return 0.0
-
-    study.optimize(losing, n_trials=1)
-    assert checked == [False, False, True]
-    assert study.trials[-1].state == optuna.trial.TrialState.PRUNED
+def test_a_compile_stops_the_trials_that_trail_the_leader_at_their_third_chunk(scripted_lm, bm25):
+    lm, engine = scripted_lm(distracted)
+    with dspy.context(lm=lm):
+        result = joint_compile(
+            "basic",
+            bm25,
+            france_questions(60),
+            lm=lm,
+            fixed={"chain_of_thought": False, "links": 0},
+            demos=["none"],
+            progress=False,
+        )
+    trials = result.trials
+    assert result.knobs["top_k"] == 1  # the only k whose context holds no other capital
+    won = next(i for i, t in enumerate(trials) if t["score"] == 1.0)
+    # before the leader finished, every trial ran all 60 questions; after, each one wrong on
+    # every question stopped after 30 (its third chunk)
+    assert all(t["state"] == "complete" and t["n"] == 60 for t in trials[: won + 1])
+    assert trials[won + 1 :] and all(
+        t["state"] == "pruned" and t["n"] == 30 and t["score"] == 0.0 for t in trials[won + 1 :]
+    )
+    assert len(engine.prompts) == 60 * (won + 1) + 30 * (len(trials) - won - 1)
 
 
 @pytest.mark.parametrize("n, fold", [(100, 30), (104, 31)])
