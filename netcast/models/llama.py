@@ -10,6 +10,7 @@ import atexit
 import ctypes
 import hashlib
 import os
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -51,7 +52,17 @@ def load_cpu_backends() -> int:
     ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
     variants = lib_dir.parent.parent / "bin"
     if ggml.ggml_backend_reg_count() == 0 and any(variants.glob("libggml-cpu-*.so")):
-        ggml.ggml_backend_load_all_from_path(str(variants).encode())
+        # llama.cpp writes "load_backend: loaded CPU backend from ..." to the process's
+        # stderr: not under every command's output (a failure shows in the count returned)
+        sys.stderr.flush()
+        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 2)
+            ggml.ggml_backend_load_all_from_path(str(variants).encode())
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(null)
     return int(ggml.ggml_backend_reg_count())
 
 
