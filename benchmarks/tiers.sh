@@ -238,14 +238,7 @@ wide_joint_k_links() {
   # (ran at commit 89154d5: validation on the last 60 of the 100 training questions, and the
   # best validation score taken; today's compile validates on all 100 with no demonstrations
   # searched, and takes the nearest tie: the next stage)
-  local artifact="$R/artifacts/basic-joint-k-links-wide-0.5b"
-  if [ ! -f "$artifact/program.json" ]; then
-    $NETCAST compile --program basic --dataset hotpotqa-wide --optimizer joint \
-      --teacher annotations --train-limit 100 --dev-limit 10 --set chain_of_thought=false \
-      --grid top_k=3,4,5 --grid links=0,1,2 --grid demos=none --out "$artifact"
-  fi
-  $NETCAST bench --programs basic --compiled "$artifact" --datasets hotpotqa-wide \
-    --limit 150 --run-dir "$WIDE"
+  k_links_compile basic-joint-k-links-wide-0.5b
 }
 
 wide_joint_k_links_nearest() {
@@ -254,11 +247,18 @@ wide_joint_k_links_nearest() {
   # the defaults and that the sign-flip test cannot tell apart from the best, the one nearest
   # the defaults is taken (--ties nearest, the default; each trial's per-question scores are
   # in the recipe, so the best-score rule's pick can be read from it too)
-  local artifact="$R/artifacts/basic-joint-k-links-nearest-wide-0.5b"
+  k_links_compile basic-joint-k-links-nearest-wide-0.5b --ties nearest
+}
+
+k_links_compile() {
+  # k_links_compile NAME [compile options...]: basic's joint compile over top_k 3-5 x links
+  # 0-2 without demonstrations into artifacts/NAME, then benched on the 150 dev questions
+  local artifact="$R/artifacts/$1"
+  shift
   if [ ! -f "$artifact/program.json" ]; then
     $NETCAST compile --program basic --dataset hotpotqa-wide --optimizer joint \
       --teacher annotations --train-limit 100 --dev-limit 10 --set chain_of_thought=false \
-      --grid top_k=3,4,5 --grid links=0,1,2 --grid demos=none --ties nearest --out "$artifact"
+      --grid top_k=3,4,5 --grid links=0,1,2 --grid demos=none "$@" --out "$artifact"
   fi
   $NETCAST bench --programs basic --compiled "$artifact" --datasets hotpotqa-wide \
     --limit 150 --run-dir "$WIDE"

@@ -144,12 +144,11 @@ class JointResult:
     untried: int = 0  # grid points the budget of calls left untried
 
 
-def paired(a: optuna.trial.FrozenTrial, b: optuna.trial.FrozenTrial) -> tuple[int, float, float]:
-    """Two complete trials on the questions both scored: how many, the mean difference a - b,
-    and its sign-flip p."""
+def paired_scores(sa: dict[str, float], sb: dict[str, float]) -> tuple[int, float, float]:
+    """Per-question scores of two trials on the questions both scored: how many, the mean
+    difference a - b, and its sign-flip p."""
     from netcast.optimize.report import paired_p_value
 
-    sa, sb = a.user_attrs.get("scores") or {}, b.user_attrs.get("scores") or {}
     ids = sorted(set(sa) & set(sb))
     if not ids:
         return 0, 0.0, 1.0
@@ -157,20 +156,20 @@ def paired(a: optuna.trial.FrozenTrial, b: optuna.trial.FrozenTrial) -> tuple[in
     return len(ids), diff, paired_p_value([sa[i] for i in ids], [sb[i] for i in ids])
 
 
+def paired(a: optuna.trial.FrozenTrial, b: optuna.trial.FrozenTrial) -> tuple[int, float, float]:
+    """``paired_scores`` of two complete trials."""
+    return paired_scores(a.user_attrs.get("scores") or {}, b.user_attrs.get("scores") or {})
+
+
 def trails_leader(study: optuna.Study, scores: dict[str, float], p_value: float = PRUNE_P) -> bool:
     """Whether a running trial's per-question ``scores`` trail the best complete trial's on the
     questions both scored, by the paired sign-flip test at ``p_value``."""
-    from netcast.optimize.report import paired_p_value
-
     done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not done:
         return False
-    leader = (max(done, key=lambda t: t.value or 0.0).user_attrs.get("scores")) or {}
-    ids = [i for i in scores if i in leader]
-    if not ids:
-        return False
-    mine, theirs = [scores[i] for i in ids], [leader[i] for i in ids]
-    return sum(mine) < sum(theirs) and paired_p_value(mine, theirs) < p_value
+    leader = max(done, key=lambda t: t.value or 0.0).user_attrs.get("scores") or {}
+    n, diff, p = paired_scores(scores, leader)
+    return n > 0 and diff < 0 and p < p_value
 
 
 def versus_defaults(best: optuna.trial.FrozenTrial, default: optuna.trial.FrozenTrial, alpha):
