@@ -277,6 +277,7 @@ def ask(
     index: IndexOpt = None,
     knob: KnobOpt = None,
     api_base: ApiBaseOpt = None,
+    retries: RetriesOpt = None,
 ) -> None:
     """Answer one question and show the evidence and the trace."""
     import dspy
@@ -288,7 +289,7 @@ def ask(
 
     try:
         knobs = _knobs(knob, program)
-        lm = _lm(model, api_base)
+        lm = _lm(model, api_base, retries)
         check_questions([("question", question)], lm)
         data = None
         if index is None:

@@ -18,6 +18,7 @@ from netcast.cli.app import (
     IndexOpt,
     LimitOpt,
     ModelOpt,
+    RetriesOpt,
     RetrieverOpt,
     _fail,
     _lm,
@@ -43,12 +44,24 @@ def rerank_check(
     retriever: RetrieverOpt = "bm25",
     index: IndexOpt = None,
     api_base: ApiBaseOpt = None,
+    retries: RetriesOpt = None,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
 ) -> None:
     """Recall@keep of gold documents after reranking a retrieval pool with each signal."""
     try:
         table = measure(
-            dataset, split, limit, pool, keep, signals, model, retriever, api_base, seed, index
+            dataset,
+            split,
+            limit,
+            pool,
+            keep,
+            signals,
+            model,
+            retriever,
+            api_base,
+            seed,
+            index_dir=index,
+            retries=retries,
         )
     except NetcastError as err:
         _fail(str(err))
@@ -67,6 +80,7 @@ def measure(
     api_base: list[str] | None,
     seed: int,
     index_dir: str | Path | None = None,
+    retries: int | None = None,
 ) -> Table:
     from netcast.data import load_dataset
     from netcast.models import token_counter
@@ -81,7 +95,7 @@ def measure(
     for name in names:
         parse_signal(name)
     keeps = _keeps(keep, pool)
-    lm = _lm(model, api_base) if model or any(needs_model(s) for s in names) else None
+    lm = _lm(model, api_base, retries) if model or any(needs_model(s) for s in names) else None
     data = load_dataset(dataset, split, limit, corpus_required=not index_dir)
     index = open_retriever(data, index_dir, kind=retriever, counter=token_counter(lm))
     examples = [e for e in data.examples if e.get("gold_ids")]

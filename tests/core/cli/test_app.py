@@ -377,3 +377,19 @@ def test_the_joint_verdict_names_the_tie_taken_nearest_the_defaults():
     assert versus_defaults_line(taken).startswith("trial 2 vs the defaults' trial 0 on 100")
     assert versus_defaults_line({**tie, "top_trial": 2}) == versus_defaults_line(taken)
     assert versus_defaults_line({**taken, "best_trial": 0}) is None  # the defaults were best
+
+
+def test_every_command_that_calls_a_model_takes_api_base_and_retries():
+    import typer.main
+
+    import netcast.cli  # noqa: F401  (registers every command on the app)
+
+    group = typer.main.get_command(app)
+    with_model = {
+        name: {p.name for p in command.params}
+        for name, command in group.commands.items()
+        if any(p.name == "model" for p in command.params) and name != "index"
+    }  # index's --model only names the tokenizer that counts chunk tokens
+    assert {"ask", "evaluate", "compile", "bench", "rerank-check"} <= set(with_model)
+    missing = {name for name, params in with_model.items() if not {"api_base", "retries"} <= params}
+    assert not missing
