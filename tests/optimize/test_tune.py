@@ -192,7 +192,10 @@ def postgres():
     """A real PostgreSQL server on loopback, run as the 'postgres' system user (its data
     directory outside pytest's root-only temporary tree)."""
     if not (PG_BIN / "initdb").exists():
-        pytest.fail("PostgreSQL is not installed (.ci/run installs the Debian package)")
+        message = "PostgreSQL is not installed: apt-get install postgresql (.ci/run does)"
+        if os.environ.get("NETCAST_CI"):
+            pytest.fail(message)  # CI installs it, so there the test must run
+        pytest.skip(message)
     data = Path(tempfile.mkdtemp(prefix="netcast-pg-"))
     os.chown(data, *_ids("postgres"))
     port = 54000 + os.getpid() % 1000
