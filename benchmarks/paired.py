@@ -6,7 +6,9 @@ interval, and the paired sign-flip test of ``netcast report``; seconds per quest
 
 ``--by-context`` adds the same comparison within four groups of the shared questions: the gold
 answer in both runs' contexts, only in A's, only in B's, in neither (``answer_in_context``).
-The groups are chosen after the fact: read them as a description, not as tests.
+``--by-answer`` splits them by the gold answer instead: yes/no questions and the rest, with
+how often each run answered "yes" and "no" on the yes/no ones. The groups are chosen after the
+fact: read them as a description, not as tests.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("b", type=Path)
     parser.add_argument("--measure", default="f1")
     parser.add_argument("--by-context", action="store_true", help="split by answer_in_context")
+    parser.add_argument("--by-answer", action="store_true", help="split yes/no questions off")
     args = parser.parse_args()
     a, b = rows(args.a), rows(args.b)
     ids = [i for i in a if i in b]
@@ -46,6 +49,8 @@ def main() -> None:
         print(f"{name} seconds/question: {seconds:.1f}")
     if args.by_context:
         by_context(a, b, ids, args.measure)
+    if args.by_answer:
+        by_answer(a, b, ids, args.measure)
 
 
 def compare(a: dict, b: dict, ids: list[str], measure: str) -> tuple[dict, float, float]:
@@ -72,7 +77,43 @@ def by_context(a: dict, b: dict, ids: list[str], measure: str) -> None:
         "only B": [i for i in ids if held(b, i) and not held(a, i)],
         "neither": [i for i in ids if not held(a, i) and not held(b, i)],
     }
-    print(f"\n| answer in context | n | A {measure} | B {measure} | B - A [95% CI] | p |")
+    group_table("answer in context", groups, a, b, measure)
+
+
+YES_NO = ("yes", "no")
+
+
+def by_answer(a: dict, b: dict, ids: list[str], measure: str) -> None:
+    """The comparison on the yes/no questions (gold answer "yes" or "no") and on the rest, and
+    how often each run answered "yes" and "no" on the yes/no ones."""
+
+    def gold(i: str) -> str:
+        answers = a[i].get("answers") or [""]
+        return str(answers[0]).strip().lower()
+
+    yes_no = [i for i in ids if gold(i) in YES_NO]
+    groups = {"yes/no": yes_no, "other": [i for i in ids if gold(i) not in YES_NO]}
+    group_table("gold answer", groups, a, b, measure)
+    if yes_no:
+        print(f"\nyes/no questions: gold {_said(yes_no, gold)}")
+        for name, run in (("A", a), ("B", b)):
+            print(f"{name} answered {_said(yes_no, lambda i, r=run: _first_word(r[i]))}")
+
+
+def _first_word(row: dict) -> str:
+    words = str(row.get("answer", "")).strip().lower().split()
+    return words[0].strip(".,!") if words else ""
+
+
+def _said(ids: list[str], word) -> str:
+    counts = {w: sum(word(i) == w for i in ids) for w in YES_NO}
+    other = len(ids) - sum(counts.values())
+    return f"yes {counts['yes']}, no {counts['no']}, other {other}"
+
+
+def group_table(title: str, groups: dict[str, list[str]], a: dict, b: dict, measure: str) -> None:
+    """One row per group of question ids: A's and B's mean ``measure`` and the paired test."""
+    print(f"\n| {title} | n | A {measure} | B {measure} | B - A [95% CI] | p |")
     print("|---|---|---|---|---|---|")
     for name, group in groups.items():
         if not group:

@@ -39,3 +39,34 @@ def test_without_by_context_there_is_no_group_table(script, tmp_path, monkeypatc
     with pytest.raises(SystemExit, match="share no question ids"):
         monkeypatch.setattr("sys.argv", ["paired.py", str(a), str(write(tmp_path / "c", {}))])
         script("paired").main()
+
+
+def test_by_answer_splits_yes_no_questions_off_and_counts_what_each_run_said(
+    script, tmp_path, monkeypatch, capsys
+):
+    def run(path, answers):
+        rows = [
+            {"id": i, "answers": [gold], "answer": said, "scores": {"f1": f1, "seconds": 1.0}}
+            for i, (gold, said, f1) in answers.items()
+        ]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    a = run(
+        tmp_path / "a.jsonl",
+        {"q1": ("yes", "Yes.", 1.0), "q2": ("No", "no", 1.0), "q3": ("Paris", "Paris", 1.0)},
+    )
+    b = run(
+        tmp_path / "b.jsonl",
+        {"q1": ("yes", "no", 0.0), "q2": ("No", "No, it is not", 1.0), "q3": ("Paris", "x", 0.0)},
+    )
+    monkeypatch.setattr("sys.argv", ["paired.py", str(a), str(b), "--by-answer"])
+    script("paired").main()
+    out = capsys.readouterr().out
+    lines = {line.split(" | ")[0].strip("| "): line for line in out.splitlines() if "|" in line}
+    assert lines["yes/no"].startswith("| yes/no | 2 | 1.000 | 0.500 | -0.500")
+    assert lines["other"].startswith("| other | 1 | 1.000 | 0.000 | -1.000")
+    assert "gold yes 1, no 1, other 0" in out
+    assert "A answered yes 1, no 1, other 0" in out
+    assert "B answered yes 0, no 2, other 0" in out
+    assert "answer in context" not in out
