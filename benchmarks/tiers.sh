@@ -141,16 +141,17 @@ wide_basic() {
 
 wide_joint() {
   # wide_joint PROGRAM NAME [compile options...]: knobs and demonstrations in one compile
-  # (optimizer joint, annotation teacher), trials scored on the last 60% of the first 70
-  # training questions, never on dev; then benched on the same 150 dev questions
+  # (optimizer joint, annotation teacher) on the first TRAIN training questions (70 unless
+  # set; trials scored on the last 60% of them, or on all with --grid demos=none), never on
+  # dev; then benched on the first LIMIT (150 unless set) dev questions
   local program="$1" artifact="$R/artifacts/$2"
   shift 2
   if [ ! -f "$artifact/program.json" ]; then
     $NETCAST compile --program "$program" --dataset hotpotqa-wide --optimizer joint \
-      --teacher annotations --train-limit 70 --dev-limit 10 "$@" --out "$artifact"
+      --teacher annotations --train-limit "${TRAIN:-70}" --dev-limit 10 "$@" --out "$artifact"
   fi
   $NETCAST bench --programs "$program" --compiled "$artifact" --datasets hotpotqa-wide \
-    --limit 150 --run-dir "$WIDE"
+    --limit "${LIMIT:-150}" --run-dir "$WIDE"
 }
 
 wide_joint_basic() {
@@ -254,15 +255,10 @@ wide_joint_k_links_nearest() {
 k_links_compile() {
   # k_links_compile NAME [compile options...]: basic's joint compile over top_k 3-5 x links
   # 0-2 without demonstrations into artifacts/NAME, then benched on the 150 dev questions
-  local artifact="$R/artifacts/$1"
+  local name="$1"
   shift
-  if [ ! -f "$artifact/program.json" ]; then
-    $NETCAST compile --program basic --dataset hotpotqa-wide --optimizer joint \
-      --teacher annotations --train-limit 100 --dev-limit 10 --set chain_of_thought=false \
-      --grid top_k=3,4,5 --grid links=0,1,2 --grid demos=none "$@" --out "$artifact"
-  fi
-  $NETCAST bench --programs basic --compiled "$artifact" --datasets hotpotqa-wide \
-    --limit 150 --run-dir "$WIDE"
+  TRAIN=100 wide_joint basic "$name" --set chain_of_thought=false --grid top_k=3,4,5 \
+    --grid links=0,1,2 --grid demos=none "$@"
 }
 
 wide_joint_iterative_links() {
@@ -272,15 +268,9 @@ wide_joint_iterative_links() {
   # ~20 s a question a trial on the runtime-dispatch build (the notes=false trials reuse the
   # search and delete calls from DSPy's cache; its 150 dev rows took 49 minutes); the trials
   # wait beside the artifact, so a stopped compile goes on where it stopped
-  local artifact="$R/artifacts/iterative-joint-links-notes-wide-0.5b"
-  if [ ! -f "$artifact/program.json" ]; then
-    $NETCAST compile --program iterative --dataset hotpotqa-wide --optimizer joint \
-      --teacher annotations --train-limit 100 --dev-limit 10 --set k=5 --set max_turns=5 \
-      --set fallback=true --set delete=true --grid links=0,1 --grid notes=true,false \
-      --grid demos=none --out "$artifact"
-  fi
-  $NETCAST bench --programs iterative --compiled "$artifact" --datasets hotpotqa-wide \
-    --limit "${LIMIT:-150}" --run-dir "$WIDE"
+  TRAIN=100 wide_joint iterative iterative-joint-links-notes-wide-0.5b --set k=5 \
+    --set max_turns=5 --set fallback=true --set delete=true --grid links=0,1 \
+    --grid notes=true,false --grid demos=none
 }
 
 wide_15b() {

@@ -351,6 +351,10 @@ def joint_compile(
         trial.set_user_attr("knobs", knobs)
         program = build(knobs, source)
         rows: list[dict[str, Any]] = []
+
+        def per_question() -> dict[str, float]:
+            return {r["id"]: r["scores"][metric] or 0.0 for r in rows}
+
         try:
             for step, start in enumerate(range(0, len(valset), chunk)):
                 result = evaluate(program, valset[start : start + chunk], progress=False)
@@ -364,17 +368,16 @@ def joint_compile(
                 # raced from the third chunk on (10 questions are noise) and only while a
                 # whole chunk is left: near the end it would save a few calls and drop a
                 # finished score from the candidates
-                scores = {r["id"]: r["scores"][metric] or 0.0 for r in rows}
                 left = len(valset) - start - chunk
-                if step >= 2 and left >= chunk and trails_leader(study, scores):
+                if step >= 2 and left >= chunk and trails_leader(study, per_question()):
                     raise optuna.TrialPruned()
         finally:
             trial.set_user_attr("calls", sum(r["scores"]["lm_calls"] for r in rows))
-            trial.set_user_attr("scores", {r["id"]: r["scores"][metric] or 0.0 for r in rows})
+            trial.set_user_attr("scores", per_question())
             agg = aggregate(rows)
             agg["tokens"] = (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0)
             trial.set_user_attr("aggregate", {k: v for k, v in agg.items() if k != "steps"})
-        return float(aggregate(rows)[metric] or 0.0)
+        return float(agg[metric] or 0.0)
 
     untried = 0
     for point in points:
