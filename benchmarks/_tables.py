@@ -14,7 +14,7 @@ from _common import table
 
 from netcast.files import slug
 from netcast.models import embedded_name
-from netcast.optimize import EvalResult, evaluate
+from netcast.evaluation import EvalResult, evaluate
 
 # relative to the working directory, the repository root in every command shown
 RESULTS = Path("benchmarks/results/paper-tables")
@@ -121,7 +121,7 @@ def match_answer(example: dspy.Example, answer: str, judge_lm: dspy.BaseLM) -> f
     """LLM Match (1.0 / 0.0) of ``answer``, or None if the judge's reply could not be read."""
     from dspy.utils.exceptions import AdapterParseError
 
-    from netcast.optimize.evaluate import judge_match
+    from netcast.evaluation.evaluate import judge_match
 
     try:
         return judge_match(example, answer, judge_lm)

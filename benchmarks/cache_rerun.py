@@ -19,7 +19,7 @@ from _common import dev_questions, header, model_label, parser, setup, table
 from dspy import context
 
 from netcast import settings
-from netcast.optimize import evaluate
+from netcast.evaluation import evaluate
 from netcast.programs import BasicRAG
 
 

@@ -35,7 +35,7 @@ def main() -> None:
 
     from netcast.corpus import format_passage
     from netcast.data import load_dataset
-    from netcast.optimize.metrics import retrieval_prf
+    from netcast.evaluation.metrics import retrieval_prf
     from netcast.retrievers.dense import embed, embedding_model, encoder_dtype, make_index
 
     data = load_dataset("hotpotqa-wide", "dev", args.questions)

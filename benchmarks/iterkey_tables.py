@@ -11,7 +11,7 @@ What each table measures (the paper's definitions):
   averaged over five iterations"). Here: for each search a question made (RAG: its one search;
   IterKey: each iteration's question + keywords query), whether any of the top K documents
   that query retrieves contains a gold answer (SQuAD-normalized, whole words:
-  ``netcast.optimize.metrics.top_k_answer_recall``), averaged over the question's searches,
+  ``netcast.evaluation.metrics.top_k_answer_recall``), averaged over the question's searches,
   then over questions, for each K of ``--top-k``. The documents are retrieved again for each K
   (no model calls). Beside it: the share of the k documents actually retrieved that contain an
   answer (per document).
@@ -61,7 +61,7 @@ from dspy.utils.callback import BaseCallback
 
 from netcast.corpus import format_passage
 from netcast.models import token_counter
-from netcast.optimize.metrics import (
+from netcast.evaluation.metrics import (
     documents_with_answer,
     exact_match,
     f1_score,

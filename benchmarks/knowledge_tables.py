@@ -9,7 +9,7 @@ What each column measures (the paper's §4.1.4 and §4.2.5):
   supporting documents". Retrieved text: what the system hands the generator (the refined
   context for the agents, the top-10 passages for naive RAG); gold text: the question's
   supporting paragraphs (the records' ``is_supporting`` paragraphs, "title: text"). Both are
-  compared as bags of SQuAD-normalized tokens (``netcast.optimize.metrics.token_prf``); mean
+  compared as bags of SQuAD-normalized tokens (``netcast.evaluation.metrics.token_prf``); mean
   over questions.
 - answer F1: "Token-level overlap (F1 score) between predicted and ground-truth answers"
   (SQuAD F1, best gold), from the separate generator's answer.
@@ -54,7 +54,7 @@ from dspy import Module, Prediction
 
 from netcast.corpus import format_passage
 from netcast.errors import InputError
-from netcast.optimize.metrics import token_prf
+from netcast.evaluation.metrics import token_prf
 from netcast.programs import BasicRAG, KnowledgeAware
 
 DATASETS = "musique-sample,2wikimultihopqa"

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import dev_questions, header, table
 from dspy import LM, context
 
-from netcast.optimize import evaluate
+from netcast.evaluation import evaluate
 from netcast.programs import BasicRAG
 from netcast.testing import ScriptedEngine
 

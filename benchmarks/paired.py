@@ -17,7 +17,8 @@ import argparse
 import json
 from pathlib import Path
 
-from netcast.optimize.report import Results, paired
+from netcast.evaluation.report import Results
+from netcast.evaluation.report import compare as compare_results
 
 
 def rows(path: Path) -> dict[str, dict]:
@@ -56,7 +57,7 @@ def main() -> None:
 def compare(a: dict, b: dict, ids: list[str], measure: str) -> tuple[dict, float, float]:
     """``netcast report``'s paired test of B against A on the questions ``ids``, and the mean
     of ``measure`` in A and in B over them."""
-    test = paired(
+    test = compare_results(
         Results("", "B", [b[i] for i in ids]), Results("", "A", [a[i] for i in ids]), measure
     )
     mean_a = sum(a[i]["scores"][measure] for i in ids) / len(ids)

@@ -9,11 +9,11 @@ What each column measures (the paper's §4.1.5):
   GPT-4.1-mini; refused if equal to ``--model`` unless ``--allow-same-judge``): "1 if the
   predicted answer is semantically equivalent to the ground truth, and 0 if it is incomplete or
   diverges in meaning" (``JudgeAnswer`` in netcast.signatures.judge, through
-  ``netcast.optimize.evaluate.judge_match``); mean over questions. Verdicts the judge's reply
+  ``netcast.evaluation.evaluate.judge_match``); mean over questions. Verdicts the judge's reply
   does not give are left out and counted.
 - avg. # searches: retrievals per question (each search the agent issued).
 - Fig. 2: Exact Match conditioned on the total number of searches a question took, with a 95%
-  percentile-bootstrap confidence interval (``netcast.optimize.report.bootstrap_ci``, 2,000
+  percentile-bootstrap confidence interval (``netcast.evaluation.report.bootstrap_ci``, 2,000
   resamples) for each strategy (the paper plots the baseline and Cont).
 
 The contextualizer is "a separate, stronger model" in the paper (GPT-4.1-mini): ``--aux-model``
@@ -47,7 +47,7 @@ from _common import (
 )
 from _tables import cell, judge_rows, mean_of, run_configs, unjudged
 
-from netcast.optimize.report import bootstrap_ci
+from netcast.evaluation.report import bootstrap_ci
 from netcast.programs import SearchR1
 
 

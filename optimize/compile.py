@@ -8,9 +8,9 @@ from typing import Any
 import dspy
 
 from netcast.errors import InputError
-from netcast.optimize import metrics
-from netcast.optimize.evaluate import judge_match
-from netcast.optimize.metrics import ANSWER
+from netcast.evaluation import metrics
+from netcast.evaluation.evaluate import judge_match
+from netcast.evaluation.metrics import ANSWER
 
 OPTIMIZERS = ("bootstrap", "bootstrap-rs", "mipro", "simba", "gepa", "joint")
 METRICS = ANSWER  # the measures a DSPy optimizer can optimize

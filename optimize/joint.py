@@ -45,7 +45,7 @@ from netcast.errors import InputError
 from netcast.models.factory import context_window
 from netcast.optimize.annotations import PER_STEP, teach
 from netcast.optimize.compile import compile_program, hold_out
-from netcast.optimize.evaluate import aggregate, evaluate
+from netcast.evaluation.evaluate import aggregate, evaluate
 from netcast.programs import get_program
 from netcast.programs import knobs as knobs_mod
 from netcast.programs.shared.budget import budget_range
@@ -147,7 +147,7 @@ class JointResult:
 def paired_scores(sa: dict[str, float], sb: dict[str, float]) -> tuple[int, float, float]:
     """Per-question scores of two trials on the questions both scored: how many, the mean
     difference a - b, and its sign-flip p."""
-    from netcast.optimize.report import paired_p_value
+    from netcast.evaluation.report import paired_p_value
 
     ids = sorted(set(sa) & set(sb))
     if not ids:

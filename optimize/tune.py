@@ -21,8 +21,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from netcast.errors import InputError
 from netcast.optimize.compile import compile_program
-from netcast.optimize.evaluate import aggregate, evaluate
-from netcast.optimize.metrics import QUALITY
+from netcast.evaluation.evaluate import aggregate, evaluate
+from netcast.evaluation.metrics import QUALITY
 from netcast.pareto import pareto_indices
 from netcast.programs import get_program
 from netcast.retrievers import Retriever

@@ -36,7 +36,7 @@ from netcast.optimize.compile import (
     hold_out,
     selection_sets,
 )
-from netcast.optimize.evaluate import EvalResult, evaluate
+from netcast.evaluation.evaluate import EvalResult, evaluate
 from netcast.optimize.joint import (
     JOINT_DEMOS,
     check_search,

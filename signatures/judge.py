@@ -7,7 +7,7 @@ to any of the gold answers. Minor differences in phrasing are permitted as long 
 answer conveys the same meaning. The prompt directs the model to assign a binary score: 1 if the
 predicted answer is semantically equivalent to the ground truth, and 0 if it is incomplete or
 diverges in meaning. The evaluation explicitly focuses on semantic similarity, independent of
-factual correctness." It is what ``netcast.optimize.evaluate.judge_match`` asks.
+factual correctness." It is what ``netcast.evaluation.evaluate.judge_match`` asks.
 
 ``ScoreAnswer`` is the 0-100 judge score of Fishing for Answers (§4.1, Evaluation Setting): "an
 LLM-as-a-judge evaluation framework to assess answer quality across multiple dimensions including

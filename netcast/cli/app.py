@@ -605,7 +605,7 @@ def bench(
     constrained: ConstrainedOpt = True,
 ) -> None:
     """Run strategies x datasets on the same questions and write a comparison report."""
-    from netcast.optimize.bench import resolve_programs, run_bench
+    from netcast.evaluation.bench import resolve_programs, run_bench
 
     try:
         names = resolve_programs(programs)
@@ -648,7 +648,7 @@ def report(
 ) -> None:
     """Rebuild a bench report from saved results (no model calls); several run directories
     (e.g. one per model) combine into one report written to --out."""
-    from netcast.optimize.report import write_report
+    from netcast.evaluation.report import write_report
 
     if len(run_dirs) > 1 and out is None:
         _fail("several run directories combine into one report: give --out DIR")

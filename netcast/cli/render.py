@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from netcast.optimize.metrics import BY_NAME, COST, PROTOCOL, QUALITY
+from netcast.evaluation.metrics import BY_NAME, COST, PROTOCOL, QUALITY
 
 console = Console()
 err_console = Console(stderr=True)

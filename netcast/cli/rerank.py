@@ -84,8 +84,8 @@ def measure(
 ) -> Table:
     from netcast.data import load_dataset
     from netcast.models import token_counter
-    from netcast.optimize.metrics import retrieval_prf
-    from netcast.optimize.report import bootstrap_ci
+    from netcast.evaluation.metrics import retrieval_prf
+    from netcast.evaluation.report import bootstrap_ci
     from netcast.programs.shared.rerank import needs_model, order, parse_signal, rrf, score
     from netcast.session import open_retriever
 

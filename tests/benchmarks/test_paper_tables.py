@@ -198,7 +198,7 @@ def test_test_time_tables_use_the_aux_model_and_a_binary_judge(fake_models, scri
 
 
 def test_em_by_searches_has_bootstrap_intervals(script):
-    from netcast.optimize.report import bootstrap_ci
+    from netcast.evaluation.report import bootstrap_ci
 
     module = script("test_time_tables")
 

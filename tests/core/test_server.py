@@ -255,7 +255,7 @@ def test_evaluate_counts_calls_and_tokens_and_judges_under_another_name(live, tm
         assert row["scores"]["judge"] in (0.0, 1.0)
     assert json.loads((run_dir / "run.json").read_text())["judge_model"] == f"openai/{JUDGE}"
     # the judge ran under its own name: asked again under that name, DSPy's cache answers
-    from netcast.optimize.evaluate import judge_match
+    from netcast.evaluation.evaluate import judge_match
 
     before = live.settled()
     judge = make_lm(f"openai/{JUDGE}", api_base=live.base)

@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from netcast.cli.app import app
 from netcast.data import load_dataset
-from netcast.optimize.metrics import retrieval_prf
+from netcast.evaluation.metrics import retrieval_prf
 from netcast.session import open_retriever
 
 runner = CliRunner()

@@ -6,7 +6,7 @@ import pytest
 from helpers import ScriptedEngine
 from helpers import last_question as find_last_question
 from netcast.errors import InputError
-from netcast.optimize import evaluate
+from netcast.evaluation import evaluate
 from netcast.programs import BasicRAG
 
 ANSWERS = {
@@ -207,7 +207,7 @@ def test_run_evaluation_runs_with_the_lm_it_is_given_and_resumes(scripted_lm, tm
 
 def test_step_totals_drop_a_counter_that_some_rows_predate():
     """Rows written before a counter existed make its sum unknown, not a smaller number."""
-    from netcast.optimize.evaluate import step_totals
+    from netcast.evaluation.evaluate import step_totals
 
     def row(**counts):
         return {"trace": {"steps": {"plan": {"calls": 2, "reasons": {}, **counts}}}}

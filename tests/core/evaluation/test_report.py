@@ -3,8 +3,8 @@ import json
 import pytest
 
 from helpers import last_question
-from netcast.optimize.bench import run_bench
-from netcast.optimize.report import (
+from netcast.evaluation.bench import run_bench
+from netcast.evaluation.report import (
     NEAR_BEST,
     bootstrap_ci,
     cheapest_near_best,

@@ -12,8 +12,8 @@ from typing import Any
 import dspy
 from dspy.utils.parallelizer import ParallelExecutor
 
-from netcast.optimize import metrics
-from netcast.optimize.runlog import RunLog
+from netcast.evaluation import metrics
+from netcast.evaluation.runlog import RunLog
 from netcast.signatures import JudgeAnswer
 
 

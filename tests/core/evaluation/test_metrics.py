@@ -1,6 +1,6 @@
 import pytest
 
-from netcast.optimize import metrics
+from netcast.evaluation import metrics
 
 
 def test_squad_normalization():
@@ -39,7 +39,7 @@ def test_answer_in_context_matches_whole_normalized_words():
 def test_one_table_names_every_measure_evaluation_scores():
     import dspy
 
-    from netcast.optimize.evaluate import score
+    from netcast.evaluation.evaluate import score
     from netcast.trace import Trace
 
     names = [m.name for m in metrics.MEASURES]

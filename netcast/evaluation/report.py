@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from netcast.errors import InputError
-from netcast.optimize.evaluate import step_totals
-from netcast.optimize.metrics import BY_NAME, COST, QUALITY
-from netcast.optimize.reference import GOLD, REFERENCES
+from netcast.evaluation.evaluate import step_totals
+from netcast.evaluation.metrics import BY_NAME, COST, QUALITY
+from netcast.evaluation.reference import GOLD, REFERENCES
+from netcast.evaluation.stats import bootstrap_ci, paired
 from netcast.pareto import pareto_indices
 
 BASELINE = "basic"
@@ -50,28 +51,6 @@ class Results:
 
     def by_id(self) -> dict[str, dict[str, Any]]:
         return {r["id"]: r for r in self.rows}
-
-
-def bootstrap_ci(values: Sequence[float], n: int = 2000, seed: int = 0, alpha: float = 0.05):
-    """(mean, low, high): percentile bootstrap of the mean; reproducible for a given seed."""
-    data = np.asarray(values, dtype=float)
-    if data.size == 0:
-        return None, None, None
-    rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, data.size, size=(n, data.size))].mean(axis=1)
-    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return float(data.mean()), float(low), float(high)
-
-
-def paired_p_value(a: Sequence[float], b: Sequence[float], n: int = 5000, seed: int = 0) -> float:
-    """Two-sided paired permutation (sign-flip) test of mean(a - b) = 0."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    if d.size == 0 or not np.any(d):
-        return 1.0
-    rng = np.random.default_rng(seed)
-    signs = rng.choice([-1.0, 1.0], size=(n, d.size))
-    observed = abs(d.mean())
-    return float((np.abs((signs * d).mean(axis=1)) >= observed - 1e-12).mean())
 
 
 def bench_commands(meta: dict[str, Any]) -> list[str]:
@@ -123,15 +102,12 @@ def read_results(*run_dirs: str | Path) -> list[Results]:
     return found
 
 
-def paired(a: Results, b: Results, quality: str = "f1", seed: int = 0) -> dict[str, Any]:
+def compare(a: Results, b: Results, quality: str = "f1", seed: int = 0) -> dict[str, Any]:
     """``a`` - ``b`` on the questions both answered: n, the mean difference with its 95%
-    bootstrap interval, and the paired sign-flip p-value."""
-    mine, theirs = a.by_id(), b.by_id()
-    shared = [i for i in mine if i in theirs]
-    qa = [mine[i]["scores"][quality] for i in shared]
-    qb = [theirs[i]["scores"][quality] for i in shared]
-    diff = bootstrap_ci([x - y for x, y in zip(qa, qb, strict=True)], seed=seed)
-    return {"n": len(shared), "diff": diff, "p": paired_p_value(qa, qb, seed=seed)}
+    bootstrap interval, and the paired sign-flip p-value (``stats.paired``)."""
+    theirs = {i: r["scores"][quality] for i, r in b.by_id().items()}
+    test = paired({i: r["scores"][quality] for i, r in a.by_id().items()}, theirs, seed=seed)
+    return {"n": test.n, "diff": test.ci, "p": test.p}
 
 
 def short_model(model: str | None) -> str:
@@ -165,13 +141,13 @@ def summary_rows(results: Sequence[Results], quality: str = "f1", seed: int = 0)
         base = baselines.get(res.group)
         row["p_vs_basic"], row["diff_vs_basic"] = None, (None, None, None)
         if base is not None and base is not res:
-            test = paired(res, base, quality, seed)
+            test = compare(res, base, quality, seed)
             row["p_vs_basic"], row["diff_vs_basic"] = test["p"], test["diff"]
         # a compiled artifact against the same program uncompiled, when both ran
         source = uncompiled.get((res.group, res.strategy)) if res.strategy else None
         row["p_vs_uncompiled"], row["diff_vs_uncompiled"] = None, (None, None, None)
         if source is not None and source is not res:
-            test = paired(res, source, quality, seed)
+            test = compare(res, source, quality, seed)
             row["p_vs_uncompiled"], row["diff_vs_uncompiled"] = test["p"], test["diff"]
         row["reference"] = res.program in REFERENCES
         rows.append(row)
@@ -220,7 +196,7 @@ def across_models(results: Sequence[Results], quality: str = "f1", seed: int = 0
     for i, a in enumerate(results):
         for b in results[i + 1 :]:
             if (a.dataset, a.program) == (b.dataset, b.program) and a.model != b.model:
-                test = paired(b, a, quality, seed)
+                test = compare(b, a, quality, seed)
                 pairs.append({"dataset": a.dataset, "program": a.program, "a": a, "b": b, **test})
     return pairs
 
