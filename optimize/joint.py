@@ -6,11 +6,11 @@ is paired with each demonstration source (``none``; ``annotations``: the data's 
 BootstrapFewShot). Points are tried once each, the program's defaults without demonstrations
 first, then in a seeded random order, as Optuna trials (enqueued, so no point repeats;
 resumable in any Optuna storage) until the grid or the budget of model calls is spent. A trial
-is stopped early (pruned) when it trails the best complete trial on the questions both scored
-by the paired sign-flip test at ``PRUNE_P`` (0.01: it is tested after every chunk), from the
-third chunk of questions on and while a whole chunk is left (a race, as F-race does): a
-median rule stopped settings on 30 questions' noise (0.452 where the median ran higher;
-benchmarks/README.md), which the rule among ties below needs scored in full. Demonstrations
+reports each validation question's score as its own step and is stopped early (pruned) when
+it trails the best complete trial on the questions both scored (Optuna's ``WilcoxonPruner``,
+one-sided at ``PRUNE_P / 2``: tested after every chunk), from the third chunk of questions on
+and while a whole chunk is left (a race, as F-race does): a median rule stops settings on a few
+dozen questions' noise, which the rule among ties below needs scored in full. Demonstrations
 are drawn from the first part of the training questions and every trial is scored on the rest
 (the validation fold), never on dev; the retriever is the one the program will search.
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,10 +43,11 @@ import dspy
 import optuna
 
 from netcast.errors import InputError
+from netcast.evaluation.evaluate import aggregate, evaluate
+from netcast.evaluation.stats import paired
 from netcast.models.factory import context_window
 from netcast.optimize.annotations import PER_STEP, teach
 from netcast.optimize.compile import compile_program, hold_out
-from netcast.evaluation.evaluate import aggregate, evaluate
 from netcast.programs import get_program
 from netcast.programs import knobs as knobs_mod
 from netcast.programs.shared.budget import budget_range
@@ -131,6 +133,45 @@ def grid_points(
     return [first, *points]
 
 
+class CallBudget:
+    """Model calls a search may spend (``None``: no limit), counted as calls that reached the
+    model (DSPy cache hits are free). A chunk of questions is started only when the calls left
+    cover it at the most calls one question of that program has taken so far (before its
+    first question, the most of any program, at least 1)."""
+
+    def __init__(self, limit: int | None, most: dict[str, int] | None = None):
+        self.limit = limit
+        self.spent = 0
+        self.most = most if most is not None else {}  # per program, calls of its worst question
+
+    @staticmethod
+    def cost(row: dict[str, Any]) -> int:
+        scores = row["scores"]
+        return int(scores.get("lm_calls") or 0) - int(scores.get("cached_calls") or 0)
+
+    def charge(self, program: str, rows: Sequence[dict[str, Any]], extra: int = 0) -> None:
+        self.spent += sum(self.cost(r) for r in rows) + extra
+        if rows:
+            worst = max(int(r["scores"].get("lm_calls") or 0) for r in rows)
+            self.most[program] = max(self.most.get(program, 0), worst)
+
+    def per_question(self, program: str) -> int:
+        return self.most.get(program) or max(self.most.values(), default=1) or 1
+
+    def affordable(self, program: str, n: int) -> int:
+        """How many of the next ``n`` questions of ``program`` the calls left cover."""
+        if self.limit is None:
+            return n
+        return max(0, min(n, (self.limit - self.spent) // self.per_question(program)))
+
+    def lane(self, limit: int | None) -> CallBudget:
+        """A share of what is left, with the same per-question estimates."""
+        return CallBudget(limit, self.most)
+
+    def absorb(self, lane: CallBudget) -> None:
+        self.spent += lane.spent
+
+
 @dataclass
 class JointResult:
     knobs: dict[str, Any]
@@ -142,47 +183,44 @@ class JointResult:
     # mean difference, sign-flip p, and whether the defaults were kept
     versus_defaults: dict[str, Any] = field(default_factory=dict)
     untried: int = 0  # grid points the budget of calls left untried
+    trial: int = 0  # the number of the trial taken
 
 
-def paired_scores(sa: dict[str, float], sb: dict[str, float]) -> tuple[int, float, float]:
-    """Per-question scores of two trials on the questions both scored: how many, the mean
-    difference a - b, and its sign-flip p."""
-    from netcast.evaluation.report import paired_p_value
+@dataclass(frozen=True)
+class Candidate:
+    """A finished trial as the choice rules read it: its grid point, validation score, tokens
+    per question and per-question scores."""
 
-    ids = sorted(set(sa) & set(sb))
-    if not ids:
-        return 0, 0.0, 1.0
-    diff = sum(sa[i] - sb[i] for i in ids) / len(ids)
-    return len(ids), diff, paired_p_value([sa[i] for i in ids], [sb[i] for i in ids])
+    number: int
+    point: dict[str, Any]
+    score: float
+    tokens: float = 0.0
+    scores: dict[str, float] = field(default_factory=dict)
 
-
-def paired(a: optuna.trial.FrozenTrial, b: optuna.trial.FrozenTrial) -> tuple[int, float, float]:
-    """``paired_scores`` of two complete trials."""
-    return paired_scores(a.user_attrs.get("scores") or {}, b.user_attrs.get("scores") or {})
-
-
-def trails_leader(study: optuna.Study, scores: dict[str, float], p_value: float = PRUNE_P) -> bool:
-    """Whether a running trial's per-question ``scores`` trail the best complete trial's on the
-    questions both scored, by the paired sign-flip test at ``p_value``."""
-    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not done:
-        return False
-    leader = max(done, key=lambda t: t.value or 0.0).user_attrs.get("scores") or {}
-    n, diff, p = paired_scores(scores, leader)
-    return n > 0 and diff < 0 and p < p_value
+    @classmethod
+    def of(cls, t: optuna.trial.FrozenTrial) -> Candidate:
+        agg = t.user_attrs.get("aggregate") or {}
+        return cls(
+            t.number,
+            {**t.params},
+            float(t.value or 0.0),
+            float(agg.get("tokens") or 0),
+            dict(t.user_attrs.get("scores") or {}),
+        )
 
 
-def versus_defaults(best: optuna.trial.FrozenTrial, default: optuna.trial.FrozenTrial, alpha):
-    """The paired comparison of two complete trials on the questions both scored."""
-    n, diff, p = paired(best, default)
+def versus_defaults(best: Candidate, default: Candidate, alpha: float) -> dict[str, Any]:
+    """``best`` against ``default`` on the questions both scored (paired sign-flip test), and
+    whether the defaults are kept (``best`` does not beat them at ``alpha``)."""
+    test = paired(best.scores, default.scores, interval=False)
     return {
         "best_trial": best.number,
         "default_trial": default.number,
-        "n": n,
-        "diff": round(diff, 4),
-        "p": round(p, 4),
+        "n": test.n,
+        "diff": round(test.diff, 4),
+        "p": round(test.p, 4),
         "alpha": alpha,
-        "kept_defaults": not (diff > 0 and p < alpha),
+        "kept_defaults": not test.beats(alpha),
     }
 
 
@@ -207,34 +245,30 @@ def distance(
 
 
 def nearest_tie(
-    best: optuna.trial.FrozenTrial,
-    default: optuna.trial.FrozenTrial,
-    done: Sequence[optuna.trial.FrozenTrial],
+    best: Candidate,
+    default: Candidate,
+    done: Sequence[Candidate],
     grid: dict[str, list],
     demos: Sequence[str],
     alpha: float,
-) -> tuple[optuna.trial.FrozenTrial, list[int]]:
-    """Among the complete trials that beat ``default`` at ``alpha`` and that the same test
-    cannot tell apart from ``best`` (``best`` one of them), the one nearest the defaults
+) -> tuple[Candidate, list[int]]:
+    """Among the candidates that beat ``default`` at ``alpha`` and that the same test cannot
+    tell apart from ``best`` (``best`` one of them), the one nearest the defaults
     (``distance``; the higher score, then fewer tokens, among equals), and the numbers of
-    those ties."""
+    those ties. A pure function of the candidates' scores."""
     ties = [best]
-    for t in done:
-        if t.number in (best.number, default.number):
+    for c in done:
+        if c.number in (best.number, default.number):
             continue
-        _, diff, p = paired(t, default)
-        if not (diff > 0 and p < alpha):
+        if not paired(c.scores, default.scores, interval=False).beats(alpha):
             continue
-        _, gap, p_best = paired(best, t)
-        if p_best >= alpha or gap <= 0:
-            ties.append(t)
-    origin = {**default.params}
+        if not paired(best.scores, c.scores, interval=False).beats(alpha):
+            ties.append(c)
 
-    def key(t: optuna.trial.FrozenTrial) -> tuple:
-        tokens = (t.user_attrs.get("aggregate") or {}).get("tokens", 0)
-        return (*distance({**t.params}, origin, grid, demos), -(t.value or 0.0), tokens)
+    def key(c: Candidate) -> tuple:
+        return (*distance(c.point, default.point, grid, demos), -c.score, c.tokens)
 
-    return min(ties, key=key), sorted(t.number for t in ties)
+    return min(ties, key=key), sorted(c.number for c in ties)
 
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
@@ -252,6 +286,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
                 "tokens": agg.get("tokens"),
                 "calls": t.user_attrs.get("calls"),
                 "n": agg.get("n"),
+                "seconds": agg.get("seconds"),
                 "state": t.state.name.lower(),
                 # each validation question's score, so a choice can be checked (or another
                 # rule applied) from the recipe alone
@@ -263,12 +298,18 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
 
 def joint_study(storage: str | None = None, name: str = "joint") -> optuna.Study:
     """The joint compile's study: in memory, or in ``storage`` (an Optuna URL, e.g.
-    ``sqlite:///path.db``) where a killed compile's finished trials wait for its rerun."""
+    ``sqlite:///path.db``) where a killed compile's finished trials wait for its rerun. Its
+    pruner races each trial against the best complete one, question by question (Optuna's
+    ``WilcoxonPruner``: a trial stops when the paired signed-rank test says it is worse at
+    ``PRUNE_P``, one-sided)."""
+    with warnings.catch_warnings():  # the pruner is "experimental" in Optuna since 3.6
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        pruner = optuna.pruners.WilcoxonPruner(p_threshold=PRUNE_P / 2, n_startup_steps=2)
     return optuna.create_study(
         study_name=name,
         storage=storage,
         direction="maximize",
-        pruner=optuna.pruners.NopPruner(),  # the race is run by the objective (trails_leader)
+        pruner=pruner,
         load_if_exists=True,
     )
 
@@ -293,6 +334,7 @@ def joint_compile(
     seed: int = 0,
     study: optuna.Study | None = None,
     progress: bool = True,
+    calls: CallBudget | None = None,
 ) -> JointResult:
     """Search ``program_name``'s knobs (``fixed`` ones held; ``values`` names the values tried
     for a knob instead of its declared range, ``knob_grid``, the default added where missing)
@@ -301,8 +343,10 @@ def joint_compile(
     the model calls the trials spend (checked between trials); the best validation score
     (fewer tokens on a tie) replaces the defaults if it beats the defaults' trial at ``alpha``,
     else the defaults stay; with ``ties="nearest"`` the trial taken is the one nearest the
-    defaults among those the test cannot tell apart from the best (module docstring). Run
-    under ``dspy.context(lm=lm)``."""
+    defaults among those the test cannot tell apart from the best (module docstring).
+    ``calls`` (the strategy race's) is checked before each chunk of questions: a chunk it
+    does not cover stops the trial (pruned, its scores kept) and the search. Run under
+    ``dspy.context(lm=lm)``."""
     fixed = dict(fixed or {})
     searched = check_search(program_name, fixed, values, demos)
     if ties not in TIES:
@@ -351,39 +395,42 @@ def joint_compile(
         trial.set_user_attr("knobs", knobs)
         program = build(knobs, source)
         rows: list[dict[str, Any]] = []
-
-        def per_question() -> dict[str, float]:
-            return {r["id"]: r["scores"][metric] or 0.0 for r in rows}
-
         try:
             for step, start in enumerate(range(0, len(valset), chunk)):
+                size = min(chunk, len(valset) - start)
+                if calls is not None and calls.affordable(program_name, size) < size:
+                    out_of_calls.append(trial.number)
+                    raise optuna.TrialPruned()
                 result = evaluate(program, valset[start : start + chunk], progress=False)
+                if calls is not None:
+                    calls.charge(program_name, result.rows)
                 if result.errors:
                     first = next(iter(result.errors.values()))
                     raise RuntimeError(f"{len(result.errors)} question(s) failed (first: {first})")
+                for offset, row in enumerate(result.rows):  # each question its own step
+                    trial.report(float(row["scores"][metric] or 0.0), start + offset)
                 rows += result.rows
-                running = float(aggregate(rows)[metric] or 0.0)
-                trial.set_user_attr("partial", running)
-                trial.report(running, step)
+                trial.set_user_attr("partial", float(aggregate(rows)[metric] or 0.0))
                 # raced from the third chunk on (10 questions are noise) and only while a
                 # whole chunk is left: near the end it would save a few calls and drop a
                 # finished score from the candidates
                 left = len(valset) - start - chunk
-                if step >= 2 and left >= chunk and trails_leader(study, per_question()):
+                if step >= 2 and left >= chunk and trial.should_prune():
                     raise optuna.TrialPruned()
         finally:
             trial.set_user_attr("calls", sum(r["scores"]["lm_calls"] for r in rows))
-            trial.set_user_attr("scores", per_question())
+            trial.set_user_attr("scores", {r["id"]: r["scores"][metric] or 0.0 for r in rows})
             agg = aggregate(rows)
             agg["tokens"] = (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0)
             trial.set_user_attr("aggregate", {k: v for k, v in agg.items() if k != "steps"})
         return float(agg[metric] or 0.0)
 
     untried = 0
+    out_of_calls: list[int] = []  # the trial the race's budget stopped
     for point in points:
         if point in tried:
             continue
-        if budget is not None and spent >= budget:
+        if out_of_calls or (budget is not None and spent >= budget):
             untried += 1
             continue
         study.enqueue_trial(point)
@@ -400,22 +447,28 @@ def joint_compile(
     done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not done:
         raise InputError("the joint compile completed no trial (budget too small?)")
-    best = max(
-        done,
-        key=lambda t: (t.value, -(t.user_attrs.get("aggregate") or {}).get("tokens", 0)),
-    )
-    default = next((t for t in done if {**t.params} == points[0]), None)
+    candidates = [Candidate.of(t) for t in done]
+    best = max(candidates, key=lambda c: (c.score, -c.tokens))
+    default = next((c for c in candidates if c.point == points[0]), None)
     compared = versus_defaults(best, default, alpha) if default is not None else {}
     if compared.get("kept_defaults"):
         best = default
     elif compared and ties == "nearest":
-        chosen, tied = nearest_tie(best, default, done, grid, demos, alpha)
+        chosen, tied = nearest_tie(best, default, candidates, grid, demos, alpha)
         # the test is reported for the trial taken (best_trial: the one compared with the
         # defaults); top_trial is the highest score, and tied the trials not told apart from it
         compared = {**versus_defaults(chosen, default, alpha), "ties": ties, "tied": tied}
         compared["top_trial"] = best.number
         best = chosen
-    knobs, source = best.user_attrs["knobs"], best.params["demos"]
+    taken = next(t for t in done if t.number == best.number)
+    knobs, source = taken.user_attrs["knobs"], taken.params["demos"]
     return JointResult(
-        knobs, source, build(knobs, source), study, trial_rows(study), compared, untried
+        knobs,
+        source,
+        build(knobs, source),
+        study,
+        trial_rows(study),
+        compared,
+        untried,
+        best.number,
     )

@@ -12,11 +12,14 @@ from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
 from netcast.optimize.joint import (
+    Candidate,
+    distance,
     grid_points,
     joint_compile,
     joint_study,
     knob_grid,
-    trails_leader,
+    nearest_tie,
+    versus_defaults,
 )
 from netcast.optimize.workflow import compile_recipe, make_recipe
 from netcast.programs import BasicRAG, get_program
@@ -250,26 +253,33 @@ def test_a_best_trial_that_beats_the_defaults_on_too_few_questions_is_not_taken(
     assert max(t["score"] for t in saved["joint"]["trials"]) == 1.0  # the trials stay on record
 
 
+def trails_leader(study: optuna.Study, scores: dict[int, float]) -> bool:
+    """Whether the study's pruner stops a running trial with these per-question scores."""
+    trial = study.ask()
+    for step, value in scores.items():
+        trial.report(value, step)
+    return trial.should_prune()
+
+
 def test_a_trial_is_raced_against_the_best_complete_one_not_the_median():
-    """A trial stops early only when the paired sign-flip test says it trails the best
-    complete trial on the questions both scored: behind on all 30, yes; one question behind
-    (a tie the nearest-tie rule needs scored in full), no."""
+    """A trial stops early only when the paired test says it trails the best complete trial on
+    the questions both scored: behind on all 30, yes; one question behind (a tie the
+    nearest-tie rule needs scored in full), no."""
     study = joint_study()
-    leader = {f"q{i}": 1.0 for i in range(60)}
-    assert not trails_leader(study, {"q0": 0.0})  # nothing complete yet: nothing to race
+    assert not trails_leader(study, {0: 0.0})  # nothing complete yet: nothing to race
+    top_k = optuna.distributions.CategoricalDistribution([1, 3])
     study.add_trial(
         optuna.trial.create_trial(
             params={"top_k": 1},
-            distributions={"top_k": optuna.distributions.CategoricalDistribution([1, 3])},
+            distributions={"top_k": top_k},
             value=1.0,
-            user_attrs={"scores": leader},
+            intermediate_values={i: 1.0 for i in range(60)},
         )
     )
-    first_30 = {f"q{i}": 0.0 for i in range(30)}
-    assert trails_leader(study, first_30)
-    assert not trails_leader(study, {**{f"q{i}": 1.0 for i in range(30)}, "q7": 0.0})
-    assert not trails_leader(study, {"q0": 0.0, "q1": 0.0})  # two questions: p = 0.25
-    assert not trails_leader(study, {"x": 0.0})  # no question in common
+    assert trails_leader(study, dict.fromkeys(range(30), 0.0))
+    assert not trails_leader(study, {**dict.fromkeys(range(30), 1.0), 7: 0.0})
+    assert not trails_leader(study, {0: 0.0, 1: 0.0})  # two questions: p = 0.25
+    assert not trails_leader(study, {100: 0.0, 101: 0.0, 102: 0.0})  # none in common
 
 
 def test_a_compile_stops_the_trials_that_trail_the_leader_at_their_third_chunk(scripted_lm, bm25):
@@ -362,3 +372,27 @@ def test_among_trials_it_cannot_tell_apart_the_compile_takes_the_one_nearest_the
     saved, _, _ = read_artifact(nearest.artifact)
     assert saved["knobs"]["top_k"] == 3 and saved["joint"]["versus_defaults"] == versus
     assert "top_trial" not in best.versus_defaults  # ties="best": the best score is taken
+
+
+def test_nearest_tie_is_a_pure_rule_over_candidates():
+    """Defaults wrong everywhere; top_k 1 right on all 20; top_k 3 right on 19 (a tie with 1);
+    top_k 9 right on 12 (beats the defaults, but 1 beats it): 3 is nearest the defaults' 5."""
+    ids = [f"q{i}" for i in range(20)]
+
+    def cand(number, top_k, right, tokens=100.0):
+        scores = {q: float(i < right) for i, q in enumerate(ids)}
+        point = {"top_k": top_k, "demos": "none"}
+        return Candidate(number, point, sum(scores.values()) / len(ids), tokens, scores)
+
+    default, one, three, nine = cand(0, 5, 0), cand(1, 1, 20), cand(2, 3, 19), cand(3, 9, 12)
+    grid = {"top_k": [1, 3, 5, 7, 9]}
+    chosen, tied = nearest_tie(one, default, [default, one, three, nine], grid, ["none"], 0.1)
+    assert chosen is three and tied == [1, 2]
+    assert distance(three.point, default.point, grid, ["none"]) == (1, 1)
+    assert distance(one.point, default.point, grid, ["none"]) == (1, 2)
+    # the same distance: the higher score, then the fewer tokens
+    seven = cand(4, 7, 19, tokens=50.0)
+    chosen, _ = nearest_tie(one, default, [default, one, three, seven], grid, ["none"], 0.1)
+    assert chosen is seven
+    versus = versus_defaults(three, default, 0.1)
+    assert versus["n"] == 20 and versus["diff"] == 0.95 and not versus["kept_defaults"]

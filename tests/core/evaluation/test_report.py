@@ -6,13 +6,12 @@ from helpers import last_question
 from netcast.evaluation.bench import run_bench
 from netcast.evaluation.report import (
     NEAR_BEST,
-    bootstrap_ci,
     cheapest_near_best,
-    paired_p_value,
     read_results,
     summary_rows,
     write_report,
 )
+from netcast.evaluation.stats import bootstrap_ci, paired_p_value
 from netcast.pareto import pareto_indices
 
 
