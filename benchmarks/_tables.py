@@ -12,9 +12,9 @@ from pathlib import Path
 import dspy
 from _common import table
 
+from netcast.evaluation import EvalResult, evaluate
 from netcast.files import slug
 from netcast.models import embedded_name
-from netcast.evaluation import EvalResult, evaluate
 
 # relative to the working directory, the repository root in every command shown
 RESULTS = Path("benchmarks/results/paper-tables")

@@ -60,13 +60,13 @@ from dspy import context, settings
 from dspy.utils.callback import BaseCallback
 
 from netcast.corpus import format_passage
-from netcast.models import token_counter
 from netcast.evaluation.metrics import (
     documents_with_answer,
     exact_match,
     f1_score,
     top_k_answer_recall,
 )
+from netcast.models import token_counter
 from netcast.programs import BasicRAG, IterKey
 from netcast.session import open_retriever
 

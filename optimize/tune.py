@@ -20,9 +20,9 @@ from optuna.trial import TrialState
 from sqlalchemy.exc import SQLAlchemyError
 
 from netcast.errors import InputError
-from netcast.optimize.compile import compile_program
 from netcast.evaluation.evaluate import aggregate, evaluate
 from netcast.evaluation.metrics import QUALITY
+from netcast.optimize.compile import compile_program
 from netcast.pareto import pareto_indices
 from netcast.programs import get_program
 from netcast.retrievers import Retriever

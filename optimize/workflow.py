@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError, ModelCallError
+from netcast.evaluation.evaluate import EvalResult, evaluate
 from netcast.files import short_hash, slug
 from netcast.models import decoding_info, make_lm, model_name, token_counter
 from netcast.models.factory import check_questions, preflight
@@ -36,7 +37,6 @@ from netcast.optimize.compile import (
     hold_out,
     selection_sets,
 )
-from netcast.evaluation.evaluate import EvalResult, evaluate
 from netcast.optimize.joint import (
     JOINT_DEMOS,
     check_search,

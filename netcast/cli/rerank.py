@@ -83,9 +83,9 @@ def measure(
     retries: int | None = None,
 ) -> Table:
     from netcast.data import load_dataset
-    from netcast.models import token_counter
     from netcast.evaluation.metrics import retrieval_prf
     from netcast.evaluation.report import bootstrap_ci
+    from netcast.models import token_counter
     from netcast.programs.shared.rerank import needs_model, order, parse_signal, rrf, score
     from netcast.session import open_retriever
 
