@@ -65,6 +65,9 @@ def default_settings(name: str) -> dict[str, Any]:
         # knobs and demonstrations searched together (optimize.joint): model calls to spend
         # (None: the whole grid) and the share of training questions that scores the trials
         "joint": {"budget": None, "share": 0.6},
+        # strategies raced (optimize.race): the joint's settings, the first rung's questions
+        # and the p at which a strategy trailing the leader leaves the race
+        "race": {"budget": None, "share": 0.6, "first": 10, "drop_p": 0.05},
     }[name]
 
 

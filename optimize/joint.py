@@ -4,13 +4,14 @@ The knobs' declared ranges (sized to the model's window) become a small grid; ea
 is paired with each demonstration source (``none``; ``annotations``: the data's own, see
 ``optimize.annotations``; ``bootstrap``: the model's successful traces, DSPy's
 BootstrapFewShot). Points are tried once each, the program's defaults without demonstrations
-first, then in a seeded random order, as Optuna trials (enqueued, so no point repeats;
-resumable in any Optuna storage) until the grid or the budget of model calls is spent. A trial
-reports each validation question's score as its own step and is stopped early (pruned) when
-it trails the best complete trial on the questions both scored (Optuna's ``WilcoxonPruner``,
-one-sided at ``PRUNE_P / 2``: tested after every chunk), from the third chunk of questions on
-and while a whole chunk is left (a race, as F-race does): a median rule stops settings on a few
-dozen questions' noise, which the rule among ties below needs scored in full. Demonstrations
+first, then the nearest to them first (one knob changed, then two, ...), as Optuna trials
+(enqueued, so no point repeats; resumable in any Optuna storage) until the grid or the budget
+of model calls is spent. A trial reports each validation question's score as its own step and
+is stopped early (pruned) when it trails the best complete trial on the questions both scored
+(Optuna's ``WilcoxonPruner``, one-sided at ``PRUNE_P / 2``: tested after every chunk), from the
+third chunk of questions on and while a whole chunk is left (a race, as F-race does): a median
+rule stops settings on a few dozen questions' noise, which the rule among ties below needs
+scored in full. Demonstrations
 are drawn from the first part of the training questions and every trial is scored on the rest
 (the validation fold), never on dev; the retriever is the one the program will search.
 
@@ -119,7 +120,9 @@ def grid_points(
     grid: dict[str, list], demos: Sequence[str], defaults: dict[str, Any], seed: int = 0
 ) -> list[dict[str, Any]]:
     """Every (knobs, demos) point once: the defaults without demonstrations first (the row a
-    compile must beat), then the rest in a seeded random order."""
+    compile must beat), then the points nearest them (``distance``: fewest knobs changed, then
+    fewest grid steps; equals in a seeded random order), so a budget that stops the search
+    leaves the furthest untried."""
     names = list(grid)
     points = [
         {**dict(zip(names, values, strict=True)), "demos": source}
@@ -128,6 +131,7 @@ def grid_points(
     ]
     random.Random(seed).shuffle(points)
     first = {**{n: defaults[n] for n in names}, "demos": demos[0]}
+    points.sort(key=lambda p: distance(p, first, grid, demos))  # stable: equals stay shuffled
     if first in points:
         points.remove(first)
     return [first, *points]

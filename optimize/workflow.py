@@ -12,6 +12,7 @@ import os
 import socket
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,16 @@ from netcast.optimize.joint import (
     joint_study,
     knob_grid,
 )
+from netcast.optimize.race import (
+    DROP_P,
+    FIRST,
+    demo_sources,
+    is_race,
+    race,
+    race_programs,
+    shared_knobs,
+)
+from netcast.optimize.race import clear as clear_race
 from netcast.programs import get_program
 from netcast.session import (
     build_program,
@@ -87,6 +98,45 @@ def _complete(result: EvalResult, lm: Any, what: str) -> dict[str, Any]:
 
 
 @dataclass
+class Splits:
+    """What every workflow starts from: the training and dev questions and the retriever."""
+
+    train: Any
+    dev: Any
+    retriever: Any
+
+
+def prepare(
+    dataset: str,
+    lm: Any,
+    *,
+    train_split: str = "train",
+    dev_split: str = "dev",
+    train_limit: int | None = None,
+    dev_limit: int | None = None,
+    index: str | Path | None = None,
+    retriever: str = "bm25",
+    check: Callable[[Any, Any], None] | None = None,
+) -> Splits:
+    """The preamble every workflow shares: both splits loaded (a saved ``index`` answers a
+    dataset without passages), ``check(train, dev)`` run (the workflow's own argument checks, before
+    an index is built), the retriever opened, the dev questions' gold passages mapped to the
+    index's titles, every question checked against ``lm``'s window and ``lm`` preflighted:
+    bad input and an unreachable model stop here, before any question."""
+    needs = {"corpus_required": not index}
+    train = load_dataset(dataset, train_split, train_limit, **needs)
+    dev = load_dataset(dataset, dev_split, dev_limit, **needs)
+    if check is not None:
+        check(train, dev)
+    opened = open_retriever(train, index, kind=retriever, counter=token_counter(lm))
+    if index:
+        gold_by_title(dev.examples, opened.corpus)
+    check_questions([*train.questions(), *dev.questions()], lm)
+    preflight(lm)
+    return Splits(train, dev, opened)
+
+
+@dataclass
 class CompileResult:
     artifact: Path
     before: dict[str, Any]
@@ -98,6 +148,7 @@ class CompileResult:
     knobs: dict[str, Any] | None = None  # the compiled program's knobs
     versus_defaults: dict[str, Any] | None = None  # the joint compile's best vs its defaults
     untried: int = 0  # the joint compile's grid points its budget of calls left untried
+    race: dict[str, Any] | None = None  # the strategy race: its table, choice and calls
 
 
 def run_evaluation(
@@ -180,12 +231,14 @@ def make_recipe(
     ``knobs`` together with the demonstration sources its settings name."""
     if teacher not in TEACHERS:
         raise InputError(f"unknown teacher {teacher!r}; choose one of {', '.join(TEACHERS)}")
-    if teacher == "annotations" and optimizer not in ("bootstrap", "joint"):
+    if is_race(program):  # several programs (or auto): raced, each with its joint search
+        optimizer = "race"
+    if teacher == "annotations" and optimizer not in ("bootstrap", "joint", "race"):
         raise InputError(
             "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
             "only) or joint (searched with the knobs)"
         )
-    if optimizer == "joint":
+    if optimizer in ("joint", "race"):
         demos = ("none", "annotations") if teacher == "annotations" else ("none", "bootstrap")
         optimizer_settings = {"demos": list(demos), **(optimizer_settings or {})}
     return {
@@ -229,6 +282,33 @@ def recipe_lm(recipe: dict[str, Any]) -> dspy.BaseLM:
     return make_lm(model_name(spec["name"]), **(spec.get("lm_kwargs") or {}))
 
 
+def _trial_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
+    """What a search's trials mean: the recipe without its budget of calls or its rule among
+    ties (as `netcast compile` writes it with no --budget), so a compile rerun with another
+    budget or rule goes on from the finished trials."""
+    settings = {k: v for k, v in recipe["optimizer"]["settings"].items() if k != "ties"}
+    return {
+        **recipe,
+        "optimizer": {**recipe["optimizer"], "settings": {**settings, "budget": None}},
+    }
+
+
+def check_race(spec: str, knobs: dict[str, Any], settings: dict[str, Any]) -> None:
+    """A race's programs, knobs, demonstration sources and budget checked before any call."""
+    names = race_programs(spec)
+    held = shared_knobs(names, knobs)
+    for name in names:
+        check_search(name, held[name], None, demo_sources(name, settings.get("demos", JOINT_DEMOS)))
+    if settings.get("grid"):
+        raise InputError("--grid names one program's values; a race searches each one's grid")
+    budget, first = settings.get("budget"), settings.get("first", FIRST)
+    if budget is not None and budget < len(names) * first:
+        raise InputError(
+            f"--budget {budget} is too small for the race's first rung: {len(names)} programs x "
+            f"{first} questions need at least {len(names) * first} model calls"
+        )
+
+
 def compile_recipe(
     recipe: dict[str, Any],
     out: str | Path,
@@ -239,41 +319,88 @@ def compile_recipe(
     lm: dspy.BaseLM | None = None,
     teacher_lm: dspy.BaseLM | None = None,
     reload: bool = False,
+    report: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> CompileResult:
     """Run a recipe (program, knobs, dataset and splits, optimizer, metric, model, seed) and
-    save the artifact to ``out``. ``lm`` and ``teacher_lm`` replace the models the recipe names
-    (LM objects the caller built, e.g. with an endpoint). With ``reload``, the saved artifact
-    is loaded back as a user would and scored on the same dev questions."""
+    save the artifact to ``out``. A recipe whose optimizer is ``race`` races the programs it
+    names (``optimize.race``; ``report`` is told of its progress) and compiles the winner.
+    ``lm`` and ``teacher_lm`` replace the models the recipe names (LM objects the caller
+    built, e.g. with an endpoint). With ``reload``, the saved artifact is loaded back as a user
+    would and scored on the same dev questions."""
     lm = lm or recipe_lm(recipe)
     teacher = recipe.get("teacher_model")
     if teacher_lm is None and teacher:
         teacher_lm = make_lm(teacher)
     data = recipe["dataset"]
     index = recipe["retriever"].get("saved_index")  # the user's (netcast index), else built
-    train = load_dataset(
-        data["name"], data["train_split"], data.get("train_limit"), corpus_required=not index
-    )
-    dev = load_dataset(
-        data["name"], data["dev_split"], data.get("dev_limit"), corpus_required=not index
-    )
     optimizer = recipe["optimizer"]["name"]
     settings = recipe["optimizer"].get("settings") or {}
-    # refused now, not after the dev questions are scored
-    if optimizer != "joint":
-        selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
-    else:
-        demos = settings.get("demos", JOINT_DEMOS)
-        check_search(recipe["program"], recipe["knobs"], settings.get("grid"), demos)
-    retriever = open_retriever(
-        train, index, kind=recipe["retriever"]["kind"], counter=token_counter(lm)
+    racing = optimizer == "race"
+
+    def check(train: Any, dev: Any) -> None:  # refused now, not after dev is scored
+        if racing:
+            check_race(recipe["program"], recipe["knobs"], settings)
+        elif optimizer != "joint":
+            selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
+        else:
+            demos = settings.get("demos", JOINT_DEMOS)
+            check_search(recipe["program"], recipe["knobs"], settings.get("grid"), demos)
+
+    splits = prepare(
+        data["name"],
+        lm,
+        train_split=data["train_split"],
+        dev_split=data["dev_split"],
+        train_limit=data.get("train_limit"),
+        dev_limit=data.get("dev_limit"),
+        index=index,
+        retriever=recipe["retriever"]["kind"],
+        check=check,
     )
-    if index:
-        gold_by_title(dev.examples, retriever.corpus)
-    program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
-    check_questions([*train.questions(), *dev.questions()], lm)
-    preflight(lm)
+    train, dev, retriever = splits.train, splits.dev, splits.retriever
     if teacher_lm is not None:
         preflight(teacher_lm)
+    raced, seconds_offset = None, 0.0
+    if racing:  # the strategies raced on the training questions; the winner is compiled
+        start = time.perf_counter()
+        workdir = Path(out).parent / f".{Path(out).name}.race-{short_hash(_trial_recipe(recipe))}"
+        with dspy.context(lm=lm):
+            raced = race(
+                race_programs(recipe["program"]),
+                retriever,
+                train.examples,
+                lm=lm,
+                fixed=recipe["knobs"],
+                demos=settings.get("demos", JOINT_DEMOS),
+                budget=settings.get("budget"),
+                metric=recipe["metric"],
+                first=settings.get("first", FIRST),
+                drop_p=settings.get("drop_p", DROP_P),
+                alpha=settings.get("alpha", 0.1),
+                share=settings.get("share", 0.6),
+                ties=settings.get("ties", "nearest"),
+                teacher_lm=teacher_lm,
+                seed=recipe["seed"],
+                workdir=workdir,
+                report=report,
+            )
+        race_seconds = time.perf_counter() - start
+        held = shared_knobs(race_programs(recipe["program"]), recipe["knobs"])
+        recipe = {
+            **recipe,
+            "program": raced.program_name,
+            "race": {
+                "programs": recipe["program"],
+                "fixed": recipe["knobs"],
+                "choice": raced.choice,
+                "spent": raced.spent,
+                "budget": raced.budget,
+                "seconds": round(race_seconds, 1),
+                "table": raced.table,
+            },
+            "knobs": held[raced.program_name],
+        }
+    program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
 
     # Every dev question must be scored: a model that fails midway (a server that died) stops
     # the compile before anything is written at ``out``.
@@ -282,7 +409,10 @@ def compile_recipe(
         before = evaluate(program, dev.examples, threads=threads, progress=progress)
         before = _complete(before, lm, "scoring before compiling")
         start = time.perf_counter()
-        if optimizer == "joint":
+        if raced is not None:
+            compiled = program = raced.program
+            seconds_offset = race_seconds
+        elif optimizer == "joint":
             # finished trials are kept beside ``out`` until the artifact is written with every
             # grid point tried: a killed compile, or one its budget stopped, rerun with the
             # same recipe (any budget) goes on where it stopped
@@ -291,14 +421,6 @@ def compile_recipe(
             # the study is named by what a trial means, the recipe without its budget of calls
             # (as `netcast compile` writes it with no --budget) or its rule among ties, so a
             # compile rerun with another budget or rule goes on from the finished trials
-            trial_settings = {k: v for k, v in settings.items() if k != "ties"}
-            trial_recipe = {
-                **recipe,
-                "optimizer": {
-                    **recipe["optimizer"],
-                    "settings": {**trial_settings, "budget": None},
-                },
-            }
             joint = joint_compile(
                 recipe["program"],
                 retriever,
@@ -314,7 +436,9 @@ def compile_recipe(
                 ties=settings.get("ties", "nearest"),
                 teacher_lm=teacher_lm,
                 seed=recipe["seed"],
-                study=joint_study(f"sqlite:///{trials_db}", f"joint-{short_hash(trial_recipe)}"),
+                study=joint_study(
+                    f"sqlite:///{trials_db}", f"joint-{short_hash(_trial_recipe(recipe))}"
+                ),
                 progress=progress,
             )
             compiled, program, trials = joint.program, joint.program, joint.trials
@@ -343,7 +467,7 @@ def compile_recipe(
                 threads=threads,
                 settings=recipe["optimizer"].get("settings"),
             )
-        seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - start + seconds_offset
         after = evaluate(compiled, dev.examples, threads=threads, progress=progress)
         after = _complete(after, lm, "scoring the compiled program")
 
@@ -364,6 +488,8 @@ def compile_recipe(
     # storage stays, so a rerun with a larger budget goes on from them
     if optimizer == "joint" and not full_recipe["joint"]["untried"]:
         trials_db.unlink(missing_ok=True)
+    if raced is not None and raced.complete:  # else a rerun with a larger budget goes on
+        clear_race(workdir)
     reloaded = None
     if reload:
         loaded = load(artifact, model=lm)
@@ -388,6 +514,7 @@ def compile_recipe(
         program.knobs,
         joint_entry.get("versus_defaults"),
         joint_entry.get("untried", 0),
+        full_recipe.get("race"),
     )
 
 
@@ -410,6 +537,10 @@ def recompile(
     if "joint" in recipe:  # the knobs are searched again, from the ones the user fixed
         new_recipe["knobs"] = recipe["joint"]["fixed"]
         del new_recipe["joint"]
+    if "race" in recipe:  # the race is run again: the winner may change with the model
+        new_recipe["program"] = recipe["race"]["programs"]
+        new_recipe["knobs"] = recipe["race"]["fixed"]
+        del new_recipe["race"]
     if knobs is not None:
         new_recipe["knobs"] = knobs
     if select_on is not None:
@@ -431,20 +562,21 @@ def retune_knobs(
     selects on ``train``."""
     recipe, _, _ = read_artifact(source)
     data = recipe["dataset"]
-    index = recipe["retriever"].get("saved_index")
-    needs = {"corpus_required": not index}  # a saved index answers a dataset without passages
-    train = load_dataset(data["name"], data["train_split"], data.get("train_limit"), **needs)
-    retriever = open_retriever(train, index, recipe["retriever"]["kind"], token_counter(lm))
+    splits = prepare(
+        data["name"],
+        lm,
+        train_split=data["train_split"],
+        dev_split=data["dev_split"],
+        train_limit=data.get("train_limit"),
+        dev_limit=data.get("dev_limit"),
+        index=recipe["retriever"].get("saved_index"),
+        retriever=recipe["retriever"]["kind"],
+    )
+    retriever = splits.retriever
     if (select_on or data.get("select_on", "dev")) == "train":
-        trainset, devset = hold_out(train.examples)
+        trainset, devset = hold_out(splits.train.examples)
     else:
-        trainset = train.examples
-        dev = load_dataset(data["name"], data["dev_split"], data.get("dev_limit"), **needs)
-        if index:
-            gold_by_title(dev.examples, retriever.corpus)
-        devset = dev.examples
-    check_questions([(f"question {ex.id}", ex.question) for ex in [*trainset, *devset]], lm)
-    preflight(lm)
+        trainset, devset = splits.train.examples, splits.dev.examples
     study = tuning.open_study(f"retune-{Path(source).name}", None, [recipe["metric"]])
     with dspy.context(lm=lm):
         tuning.tune(
@@ -499,18 +631,21 @@ def run_tuning(
     export the trial ``pick_rule`` chooses as an artifact."""
     names = tuning.parse_objectives(objectives)
     tuning.check_pick_rule(pick_rule)
-    train = load_dataset(dataset, train_split, train_limit, corpus_required=not index)
-    dev = load_dataset(dataset, dev_split, dev_limit, corpus_required=not index)
-    saved_index = index
-    index = open_retriever(train, saved_index, kind=retriever, counter=token_counter(lm))
-    if saved_index:
-        gold_by_title(dev.examples, index.corpus)
+    splits = prepare(
+        dataset,
+        lm,
+        train_split=train_split,
+        dev_split=dev_split,
+        train_limit=train_limit,
+        dev_limit=dev_limit,
+        index=index,
+        retriever=retriever,
+    )
+    train, dev, saved_index, index = splits.train, splits.dev, index, splits.retriever
     storage = storage or "sqlite:///runs/tune.db"
     if storage.startswith("sqlite:///") and not storage.endswith(":memory:"):
         Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
-    check_questions([*train.questions(), *dev.questions()], lm)
-    preflight(lm)
     # every knob setting once (a grid over the declared ranges), never the same one twice
     grid = knob_grid(get_program(program), lm)
     the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)

@@ -1,0 +1,469 @@
+"""The strategy race (``netcast compile --program auto``): which strategy, with which knobs and
+demonstrations, is best for this data and this model, found on held-out training questions
+(never dev) within a budget of model calls, and handed back compiled.
+
+1. Rungs, cheap and wide: every strategy at its defaults on the first ``first`` validation
+   questions. A strategy that trails the leader (the best mean) by the paired sign-flip test at
+   ``drop_p`` is dropped and spends no more calls; a strategy whose questions fail (a model
+   error, replies it cannot parse) is recorded with its reason and dropped. The survivors get
+   twice the questions (successive halving's doubling) until the validation fold is scored or
+   one is left.
+2. Depth: each survivor's joint compile (its knob grid x demonstration sources,
+   ``optimize.joint``) on the whole fold, the leader first, each given an equal share of the
+   calls left (what one leaves goes to the next).
+3. Choice: the survivor with the best validation score, except that among the survivors the
+   same test at ``alpha`` cannot tell apart from it, the cheapest in prompt tokens per question
+   wins: a strategy at ten times the tokens wins only by beating the leader.
+
+The budget counts calls that reached the model (answers from DSPy's cache are free). Every
+strategy's first question is scored before any other question (what a question of it costs is
+unknown until then; a budget below one call a question of the first rung is refused before any
+call); after that no chunk of questions starts unless the calls left cover it at the most calls
+one question of that strategy has taken so far.
+Every question scored is kept (the rungs' rows as run directories, the joint trials in Optuna
+storage): a killed race rerun with the same settings goes on without scoring them again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+import optuna
+
+from netcast.errors import InputError
+from netcast.evaluation.evaluate import aggregate, evaluate
+from netcast.evaluation.runlog import RunLog
+from netcast.evaluation.stats import paired
+from netcast.files import short_hash
+from netcast.optimize.compile import hold_out
+from netcast.optimize.joint import (
+    DEMO_SOURCES,
+    CallBudget,
+    check_search,
+    joint_compile,
+    joint_study,
+)
+from netcast.programs import get_program, program_names
+from netcast.programs import knobs as knobs_mod
+from netcast.programs.base import NetcastProgram
+
+AUTO = "auto"
+FIRST = 10  # questions of the first rung
+DROP_P = 0.05  # a strategy trailing the leader at this p leaves the race
+CHUNK = 5  # questions scored between budget checks on a rung
+
+
+def race_programs(spec: str | Sequence[str]) -> list[str]:
+    """The strategies ``spec`` names: ``auto`` (every registered one), or a comma-separated
+    list; an unknown name stops here, before any model call."""
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = [n.strip() for n in names if n.strip()]
+    if names == [AUTO]:
+        return program_names()
+    for name in names:
+        get_program(name)  # InputError naming the choices
+    if len(set(names)) < 2:
+        raise InputError("a race needs at least two different programs (or --program auto)")
+    return list(dict.fromkeys(names))
+
+
+def is_race(spec: str) -> bool:
+    return spec == AUTO or "," in spec
+
+
+def teachable(name: str) -> bool:
+    """Whether the annotation teacher has demonstrations for ``name``'s steps."""
+    return get_program(name).annotated_demos is not NetcastProgram.annotated_demos
+
+
+def demo_sources(name: str, demos: Sequence[str]) -> list[str]:
+    """The demonstration sources searched for ``name``: ``annotations`` only where the program
+    can be taught from them."""
+    return [s for s in demos if s != "annotations" or teachable(name)] or ["none"]
+
+
+def shared_knobs(names: Sequence[str], fixed: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``fixed`` (``--set``) split by program: each knob held where the program declares it; a
+    knob no raced program declares stops here."""
+    by_program: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for knob, value in fixed.items():
+        holders = [n for n in names if knob in get_program(n).Knobs.model_fields]
+        if not holders:
+            raise InputError(f"knob {knob!r} is a knob of none of {', '.join(names)}")
+        for n in holders:
+            by_program[n][knob] = value
+    for n, held in by_program.items():  # a bad value stops here, named with its program
+        typed = dict(knobs_mod.validate(n, get_program(n).Knobs, held))
+        by_program[n] = {k: typed[k] for k in held}
+    return by_program
+
+
+@dataclass
+class Runner:
+    """One strategy in the race."""
+
+    name: str
+    state: str = "running"  # running | dropped | failed | out of budget | finished
+    reason: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)  # its defaults, on the rungs
+    saved: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows an earlier run kept
+    joint: Any = None  # its JointResult, after the depth stage
+    choice: dict[str, Any] | None = None  # what it is judged by: scores, tokens, knobs, demos
+
+    def scores(self, metric: str) -> dict[str, float]:
+        return {r["id"]: r["scores"][metric] or 0.0 for r in self.rows}
+
+
+@dataclass
+class RaceResult:
+    program_name: str
+    knobs: dict[str, Any]
+    demos: str
+    program: dspy.Module
+    table: list[dict[str, Any]]  # every strategy and grid point tried
+    choice: dict[str, Any]  # the winner, the leader, the ties and the test
+    spent: int
+    budget: int | None
+    complete: bool = True  # nothing was cut short by the budget
+
+
+def _summary(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
+    agg = aggregate(rows) if rows else {"n": 0}
+    n = agg["n"]
+    return {
+        "n": n,
+        "score": agg.get(metric),
+        "tokens": (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0) if n else None,
+        "seconds": agg.get("seconds"),
+        "calls": sum(CallBudget.cost(r) for r in rows),
+    }
+
+
+def race(
+    programs: Sequence[str],
+    retriever: Any,
+    trainset: Sequence[dspy.Example],
+    *,
+    lm: Any,
+    fixed: dict[str, Any] | None = None,
+    demos: Sequence[str] = ("none", "annotations"),
+    budget: int | None = None,
+    metric: str = "f1",
+    first: int = FIRST,
+    drop_p: float = DROP_P,
+    alpha: float = 0.1,
+    share: float = 0.6,
+    ties: str = "nearest",
+    teacher_lm: Any = None,
+    seed: int = 0,
+    workdir: str | Path | None = None,
+    report: Callable[[str, dict[str, Any]], None] | None = None,
+) -> RaceResult:
+    """Race ``programs`` on ``trainset`` (module docstring). ``workdir`` keeps what was scored
+    (rung rows, joint trials) so a rerun resumes; ``report(event, state)`` is told of each
+    step (for a live display). Run under ``dspy.context(lm=lm)``."""
+    names = list(programs)
+    for source in demos:
+        if source not in DEMO_SOURCES:
+            raise InputError(f"unknown demos {source!r}; choose from {', '.join(DEMO_SOURCES)}")
+    held = shared_knobs(names, dict(fixed or {}))
+    for n in names:
+        check_search(n, held[n], None, demo_sources(n, demos))
+    _, valset = ([], list(trainset)) if set(demos) == {"none"} else hold_out(trainset, share)
+    if not valset:
+        raise InputError("the race has no validation questions (give more training questions)")
+    first = max(1, min(first, len(valset)))
+    if budget is not None and budget < len(names) * first:
+        raise InputError(
+            f"--budget {budget} is too small for the race's first rung: {len(names)} programs x "
+            f"{first} questions need at least {len(names) * first} model calls"
+        )
+    work = Path(workdir) if workdir else None
+    runners = {n: Runner(n) for n in names}
+    calls = CallBudget(budget)
+    storage = f"sqlite:///{work / 'trials.db'}" if work else None
+    if work:
+        work.mkdir(parents=True, exist_ok=True)
+    tell = report or (lambda event, state: None)
+
+    def study_name(n: str) -> str:
+        return f"joint-{n}-{short_hash({'knobs': held[n], 'demos': list(demos), 'seed': seed})}"
+
+    def state() -> dict[str, Any]:
+        return {"runners": runners, "spent": calls.spent, "budget": budget, "metric": metric}
+
+    # calls spent by an earlier run of this race (its rows and trials are reused, not redone)
+    if work and (work / "trials.db").exists():
+        for n in names:
+            try:
+                old = optuna.load_study(study_name=study_name(n), storage=storage)
+            except KeyError:
+                continue
+            calls.charge(n, [], extra=sum(_trial_cost(t) for t in old.get_trials(deepcopy=False)))
+
+    # 1. rungs: every strategy at its defaults, the trailing ones dropped
+    built = {n: get_program(n)(retriever, lm=lm, **held[n]) for n in names}
+    if work:  # rows an earlier run of this race scored (and paid for) are taken, not redone
+        for n, runner in runners.items():
+            if (work / n / "run.json").exists():
+                runner.saved = RunLog(work / n, _run_info(n, built[n], lm)).rows
+                calls.charge(n, list(runner.saved.values()))
+    # each strategy's first question scored before any other: its calls a question are unknown
+    # until then, and every later chunk is admitted at the most one of its questions took
+    for runner in runners.values():
+        _score_rung(runner, built[runner.name], valset[:1], calls, work, lm)
+    n_questions = first
+    while True:
+        questions = valset[:n_questions]
+        for runner in [r for r in runners.values() if r.state == "running"]:
+            _score_rung(runner, built[runner.name], questions, calls, work, lm)
+            tell("scored", state())
+        alive = [r for r in runners.values() if r.state == "running"]
+        if not alive:
+            break
+        leader = max(alive, key=lambda r: _mean(r.scores(metric)))
+        for r in alive:
+            if r is leader:
+                continue
+            test = paired(r.scores(metric), leader.scores(metric), interval=False)
+            if test.trails(drop_p):
+                r.state = "dropped"
+                r.reason = (
+                    f"trails {leader.name} by {-test.diff:.3f} on {test.n} questions "
+                    f"(p = {test.p:.3g})"
+                )
+        tell("rung", {**state(), "questions": len(questions), "leader": leader.name})
+        alive = [r for r in runners.values() if r.state == "running"]
+        if len(alive) <= 1 or n_questions >= len(valset):
+            break
+        n_questions = min(2 * n_questions, len(valset))
+
+    # 2. depth: each survivor's joint compile, the leader first, an equal share of what is left
+    alive = sorted(
+        (r for r in runners.values() if r.state == "running"),
+        key=lambda r: -_mean(r.scores(metric)),
+    )
+    for i, runner in enumerate(alive):
+        share_of = None if budget is None else (budget - calls.spent) // (len(alive) - i)
+        if share_of is not None and share_of <= 0:
+            break
+        lane = calls.lane(share_of)
+        try:
+            runner.joint = joint_compile(
+                runner.name,
+                retriever,
+                trainset,
+                lm=lm,
+                fixed=held[runner.name],
+                demos=demo_sources(runner.name, demos),
+                metric=metric,
+                share=share,
+                alpha=alpha,
+                ties=ties,
+                teacher_lm=teacher_lm,
+                seed=seed,
+                study=joint_study(storage, study_name(runner.name)),
+                progress=False,
+                calls=lane,
+            )
+        except InputError as err:  # no trial completed within its share
+            runner.reason = str(err)
+        except Exception as err:  # a failing strategy is recorded and left out, never fatal
+            runner.state, runner.reason = "failed", _one_line(err)
+        finally:
+            calls.absorb(lane)
+        tell("deep", state())
+
+    # 3. choice: the best validation score; among those it cannot be told from, the cheapest
+    finalists = []
+    for runner in runners.values():  # the budget may have stopped some on a rung: judged there
+        if runner.state not in ("running", "out of budget"):
+            continue
+        runner.choice = _choice(runner, metric)
+        if runner.choice["scores"]:
+            runner.state = "finished" if runner.state == "running" else runner.state
+            finalists.append(runner)
+    if not finalists:
+        raise InputError("no strategy finished the race: " + _reasons(runners))
+    top = max(finalists, key=lambda r: (r.choice["score"], -r.choice["tokens"]))
+    tied = [
+        r
+        for r in finalists
+        if r is top
+        or not paired(top.choice["scores"], r.choice["scores"], interval=False).beats(alpha)
+    ]
+    winner = min(tied, key=lambda r: (r.choice["tokens"], -r.choice["score"]))
+    test = paired(winner.choice["scores"], top.choice["scores"], interval=False)
+    choice = {
+        "winner": winner.name,
+        "top": top.name,
+        "tied": sorted(r.name for r in tied),
+        "versus_top": {"n": test.n, "diff": round(test.diff, 4), "p": round(test.p, 4)},
+        "alpha": alpha,
+        "drop_p": drop_p,
+        "validation_questions": len(valset),
+    }
+    if winner.joint is not None:
+        program, knobs, source = winner.joint.program, winner.joint.knobs, winner.joint.demos
+    else:
+        program = built[winner.name]
+        knobs, source = dict(program.knobs), "none"
+    complete = all(r.state == "finished" for r in finalists) and all(
+        r.joint is not None and not r.joint.untried for r in finalists
+    )
+    tell("done", {**state(), "choice": choice})
+    if work:
+        (work / "race.json").write_text(json.dumps(race_table(runners, metric), indent=1))
+    return RaceResult(
+        winner.name,
+        knobs,
+        source,
+        program,
+        race_table(runners, metric),
+        choice,
+        calls.spent,
+        budget,
+        complete,
+    )
+
+
+def _mean(scores: dict[str, float]) -> float:
+    return sum(scores.values()) / len(scores) if scores else 0.0
+
+
+def _one_line(err: BaseException) -> str:
+    first = (str(err).strip().splitlines() or [""])[0]
+    text = f"{type(err).__name__}: {first}" if first else type(err).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _reasons(runners: dict[str, Runner]) -> str:
+    return "; ".join(f"{r.name}: {r.state} ({r.reason})" for r in runners.values())
+
+
+def _trial_cost(t: optuna.trial.FrozenTrial) -> int:
+    agg = t.user_attrs.get("aggregate") or {}
+    n = agg.get("n") or 0
+    return round(((agg.get("lm_calls") or 0) - (agg.get("cached_calls") or 0)) * n)
+
+
+def _score_rung(
+    runner: Runner,
+    program: dspy.Module,
+    questions: Sequence[dspy.Example],
+    calls: CallBudget,
+    work: Path | None,
+    lm: Any,
+) -> None:
+    """Score ``runner`` at its defaults on ``questions`` (those not scored yet, or saved by an
+    earlier run), a chunk at a time while the budget covers it; a failing question drops the
+    strategy."""
+    done = {r["id"] for r in runner.rows}
+    for q in questions:
+        if q.id not in done and q.id in runner.saved:
+            runner.rows.append(runner.saved[q.id])
+            done.add(q.id)
+    todo = [q for q in questions if q.id not in done]
+    run_dir = work / runner.name if work else None
+    info = _run_info(runner.name, program, lm)
+    start = 0
+    while start < len(todo):
+        n = calls.affordable(runner.name, min(CHUNK, len(todo) - start))
+        if n == 0:
+            runner.state, runner.reason = "out of budget", f"scored {len(runner.rows)} questions"
+            return
+        result = evaluate(
+            program,
+            todo[start : start + n],
+            run_dir=run_dir,
+            run_info=info,
+            progress=False,
+            max_errors=0,
+        )
+        fresh = [r for r in result.rows if r["id"] not in done]
+        # rows an earlier run saved were charged by it (recounted from the run directory)
+        calls.charge(runner.name, fresh)
+        runner.rows += fresh
+        done |= {r["id"] for r in fresh}
+        if result.errors:
+            first_id, first = next(iter(result.errors.items()))
+            runner.state, runner.reason = "failed", f"{first_id}: {first}"
+            return
+        start += n
+
+
+def _run_info(name: str, program: dspy.Module, lm: Any) -> dict[str, Any]:
+    return {"program": name, "knobs": dict(program.knobs), "model": getattr(lm, "model", None)}
+
+
+def _choice(runner: Runner, metric: str) -> dict[str, Any]:
+    """What a finished strategy is judged by: its joint compile's choice (on the whole fold),
+    else its defaults on the rungs."""
+    joint = runner.joint
+    if joint is not None:
+        row = next(t for t in joint.trials if t["trial"] == joint.trial)
+        scores = dict(row["question_scores"])
+        return {
+            "scores": scores,
+            "score": _mean(scores),
+            "tokens": row["tokens"] or 0,
+            "knobs": joint.knobs,
+            "demos": joint.demos,
+        }
+    scores = runner.scores(metric)
+    summary = _summary(runner.rows, metric)
+    return {
+        "scores": scores,
+        "score": _mean(scores),
+        "tokens": summary["tokens"] or 0,
+        "knobs": None,
+        "demos": "none",
+    }
+
+
+def race_table(runners: dict[str, Runner], metric: str) -> list[dict[str, Any]]:
+    """Every strategy's defaults on the rungs and every grid point of its joint compile: n,
+    score, tokens and seconds a question, calls that reached the model, state."""
+    table = []
+    for r in runners.values():
+        table.append(
+            {
+                "program": r.name,
+                "stage": "rungs",
+                "knobs": "defaults",
+                "demos": "none",
+                **_summary(r.rows, metric),
+                "state": r.state,
+                "reason": r.reason,
+                "question_scores": r.scores(metric),
+            }
+        )
+        for t in r.joint.trials if r.joint is not None else []:
+            table.append(
+                {
+                    "program": r.name,
+                    "stage": "joint",
+                    "knobs": t["knobs"],
+                    "demos": t["demos"],
+                    "n": t["n"],
+                    "score": t["score"],
+                    "tokens": t["tokens"],
+                    "seconds": t.get("seconds"),
+                    "calls": t["calls"],
+                    "state": t["state"],
+                    "reason": "chosen" if t["trial"] == r.joint.trial else "",
+                    "question_scores": t["question_scores"],
+                }
+            )
+    return table
+
+
+def clear(workdir: str | Path) -> None:
+    """Remove a finished race's working directory (its rows are in the recipe)."""
+    shutil.rmtree(workdir, ignore_errors=True)

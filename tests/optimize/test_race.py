@@ -1,0 +1,172 @@
+"""The strategy race with a scripted model: ``basic`` (one answer call a question) against
+``multihop`` (two query calls and a chain-of-thought answer), whose replies the script sets."""
+
+import dspy
+import pytest
+
+from helpers import capitals_file, last_question
+from netcast.artifacts import read_artifact
+from netcast.data import load_dataset
+from netcast.errors import InputError
+from netcast.optimize.race import race
+from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
+
+# the deep stage searches a small grid: basic's top_k and multihop's passages_per_hop
+FIXED = {"chain_of_thought": False, "links": 0, "max_hops": 2}
+NONE = ["none"]
+
+
+def is_multihop(prompt: str) -> bool:
+    return "[[ ## reasoning ## ]]" in prompt  # multihop's steps think first; basic's does not
+
+
+def script(basic: str = "Paris", multihop: str = "Paris", wrong_on=(), fail=False):
+    """Replies: each strategy's answer (``wrong_on``: questions basic gets wrong), multihop's
+    queries; ``fail``: multihop's calls raise (a model error)."""
+
+    def respond(prompt: str) -> dict:
+        if is_multihop(prompt):
+            if fail:
+                raise RuntimeError("the model server went away")
+            return {"reasoning": "the context says", "query": "capital France", "answer": multihop}
+        wrong = any(last_question(prompt).startswith(f"Question {i}:") for i in wrong_on)
+        return {"answer": "Berlin" if wrong else basic}
+
+    return respond
+
+
+def train(tmp_path, n=48):  # 24 training questions
+    return load_dataset(capitals_file(tmp_path / "capitals.jsonl", n), "train").examples
+
+
+def run(lm, bm25, examples, **options):
+    settings = {"fixed": FIXED, "demos": NONE, "first": 10, **options}
+    with dspy.context(lm=lm):
+        return race(["basic", "multihop"], bm25, examples, lm=lm, **settings)
+
+
+def calls(engine):
+    multihop = sum(is_multihop(p) for p in engine.prompts)
+    return len(engine.prompts) - multihop, multihop
+
+
+def test_the_race_picks_the_best_and_drops_a_trailing_strategy_at_its_first_rung(
+    scripted_lm, bm25, tmp_path
+):
+    lm, engine = scripted_lm(script(multihop="Berlin"))
+    examples = train(tmp_path)
+    result = run(lm, bm25, examples)
+    assert result.program_name == "basic"
+    rows = {(r["program"], r["stage"]): r for r in result.table if r["stage"] == "rungs"}
+    dropped = rows[("multihop", "rungs")]
+    assert dropped["state"] == "dropped" and dropped["n"] == 10 and dropped["score"] == 0.0
+    assert "trails basic" in dropped["reason"]
+    # multihop spent its first rung only (3 calls a question), and ran no joint trial
+    assert calls(engine)[1] == 10 * 3
+    assert not [r for r in result.table if r["program"] == "multihop" and r["stage"] == "joint"]
+    assert result.choice["winner"] == "basic" and result.choice["tied"] == ["basic"]
+
+
+def test_between_strategies_the_test_cannot_tell_apart_the_cheaper_wins(
+    scripted_lm, bm25, tmp_path
+):
+    # multihop right on every question, basic wrong on one: multihop scores best, but one
+    # question apart is no difference (p = 1): basic, at a third of the calls and fewer
+    # tokens, wins
+    examples = train(tmp_path)
+    lm, _ = scripted_lm(script(wrong_on=[int(examples[-1].id[1:])]))
+    result = run(lm, bm25, examples)
+    assert result.choice["top"] == "multihop"
+    assert result.choice["tied"] == ["basic", "multihop"]
+    assert result.choice["winner"] == "basic" and result.program_name == "basic"
+    tokens = {r["program"]: r["tokens"] for r in result.table if r["stage"] == "rungs"}
+    assert tokens["basic"] < tokens["multihop"]
+
+
+@pytest.mark.parametrize("budget", [20, 45, 100])
+def test_the_budget_of_model_calls_is_never_exceeded(scripted_lm, bm25, tmp_path, budget):
+    lm, engine = scripted_lm(script())
+    result = run(lm, bm25, train(tmp_path), budget=budget)
+    assert len(engine.prompts) <= budget
+    assert result.spent == len(engine.prompts)  # every call counted (no cache here)
+    assert result.program_name in ("basic", "multihop")
+
+
+def test_a_budget_too_small_for_the_first_rung_stops_before_any_call(scripted_lm, bm25, tmp_path):
+    lm, engine = scripted_lm(script())
+    with pytest.raises(InputError, match="too small for the race's first rung"):
+        run(lm, bm25, train(tmp_path), budget=19)
+    with pytest.raises(InputError, match="unknown program 'basik'"):
+        compile_recipe(
+            make_recipe(
+                program="basic,basik", knobs={}, dataset=capitals_file(tmp_path / "c.jsonl", 8)
+            ),
+            tmp_path / "a",
+            lm=lm,
+        )
+    assert engine.prompts == []
+
+
+def test_a_failing_strategy_is_recorded_and_dropped(scripted_lm, bm25, tmp_path):
+    lm, _ = scripted_lm(script(fail=True))
+    result = run(lm, bm25, train(tmp_path))
+    assert result.program_name == "basic"
+    failed = next(r for r in result.table if r["program"] == "multihop")
+    assert failed["state"] == "failed" and "the model server went away" in failed["reason"]
+
+
+def race_recipe(data, budget=None):
+    return make_recipe(
+        program="basic,multihop",
+        knobs=FIXED,
+        dataset=data,
+        optimizer="joint",
+        model="scripted/fake",
+        dev_limit=3,
+        optimizer_settings={"budget": budget, "demos": NONE},
+    )
+
+
+def test_a_killed_race_resumes_without_rescoring_finished_questions(scripted_lm, tmp_path):
+    data = capitals_file(tmp_path / "capitals.jsonl", 40)  # 20 training questions
+    count = {"n": 0}
+    respond = script(multihop="Berlin")
+
+    def dies(prompt):  # the process is killed during the first rung's multihop questions
+        count["n"] += 1
+        if count["n"] > 10 + 3 * 4:
+            raise KeyboardInterrupt
+        return respond(prompt)
+
+    lm, _ = scripted_lm(dies)
+    out = tmp_path / "art"
+    with pytest.raises(KeyboardInterrupt):
+        compile_recipe(race_recipe(data), out, lm=lm, progress=False)
+    assert not out.exists()
+
+    lm, engine = scripted_lm(respond)
+    result = compile_recipe(race_recipe(data), out, lm=lm, progress=False)
+    basic_calls, multihop_calls = calls(engine)
+    # basic's 10 first-rung questions and multihop's first 4 were not asked again
+    assert multihop_calls == 3 * (10 - 4)
+    assert result.race["choice"]["winner"] == "basic"
+    table = {r["program"]: r for r in result.race["table"] if r["stage"] == "rungs"}
+    assert table["basic"]["n"] == 10 and table["multihop"]["n"] == 10
+    # the recipe records the race; the artifact is an ordinary one, of the winner
+    recipe, scores, _ = read_artifact(result.artifact)
+    assert recipe["program"] == "basic" and recipe["race"]["programs"] == "basic,multihop"
+    assert scores["after"]["n"] == 3
+
+
+def test_a_race_artifact_reruns_its_race_for_another_model(scripted_lm, tmp_path):
+    data = capitals_file(tmp_path / "capitals.jsonl", 40)
+    lm, _ = scripted_lm(script(multihop="Berlin"))
+    first = compile_recipe(race_recipe(data), tmp_path / "a", lm=lm, progress=False)
+    assert first.race["choice"]["winner"] == "basic"
+    # the new model is better with multihop: the rerun race finds it
+    lm, engine = scripted_lm(script(basic="Berlin"))
+    second, _ = recompile(tmp_path / "a", "scripted/fake", tmp_path / "b", lm=lm)
+    assert second.race["choice"]["winner"] == "multihop"
+    recipe, _, meta = read_artifact(second.artifact)
+    assert recipe["program"] == "multihop" and recipe["race"]["programs"] == "basic,multihop"
+    assert meta["lineage"]["parent"] == str((tmp_path / "a").resolve())
