@@ -327,7 +327,13 @@ def list_things() -> None:
 @app.command("compile")
 def compile_cmd(
     out: Annotated[Path, typer.Option(help="artifact directory to write")],
-    program: Annotated[str, typer.Option(help="strategy name")] = "basic",
+    program: Annotated[
+        str,
+        typer.Option(
+            help="strategy name; several (a,b,c) or auto (every strategy) race them on held-out "
+            "training questions and compile the winner"
+        ),
+    ] = "basic",
     dataset: Annotated[str, typer.Option(help="dataset name or .jsonl")] = "hotpotqa-sample",
     train_split: Annotated[str, typer.Option(help="split to compile on")] = "train",
     dev_split: Annotated[str, typer.Option(help="split to score on")] = "dev",
@@ -362,7 +368,9 @@ def compile_cmd(
     ] = None,
     budget: Annotated[
         Optional[int],  # noqa: UP045
-        typer.Option(help="joint: model calls the trials may spend (default: the whole grid)"),
+        typer.Option(
+            help="joint or race: model calls the search may spend (default: the whole grid)"
+        ),
     ] = None,
     grid: Annotated[
         Optional[list[str]],  # noqa: UP045
@@ -394,8 +402,11 @@ def compile_cmd(
 ) -> None:
     """Compile a program's prompts on a training split and save an artifact (or, with --from,
     recompile an artifact's recipe with another model)."""
+    from netcast.cli.render import race_line, race_progress, race_table
     from netcast.optimize.compile import METRICS, OPTIMIZERS, SELECT_ON
+    from netcast.optimize.race import is_race
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
+    from netcast.programs.knobs import parse_pairs
 
     try:
         if select_on is not None and select_on not in SELECT_ON:
@@ -416,13 +427,14 @@ def compile_cmd(
                 )
             if metric not in METRICS:
                 raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
-            if grid and optimizer != "joint":
+            racing = is_race(program)
+            if grid and optimizer != "joint" and not racing:
                 raise NetcastError(
                     "--grid names the values a joint compile tries: add --optimizer joint"
                 )
             recipe = make_recipe(
                 program=program,
-                knobs=_knobs(knob, program),
+                knobs=parse_pairs(knob or []) if racing else _knobs(knob, program),
                 dataset=dataset,
                 train_split=train_split,
                 dev_split=dev_split,
@@ -430,7 +442,7 @@ def compile_cmd(
                 dev_limit=dev_limit,
                 optimizer=optimizer,
                 optimizer_settings=(
-                    _joint_settings(budget, grid, ties) if optimizer == "joint" else None
+                    _joint_settings(budget, grid, ties) if optimizer == "joint" or racing else None
                 ),
                 metric=metric,
                 model=model,
@@ -444,16 +456,26 @@ def compile_cmd(
             lm = _lm(model, api_base, retries)
             teacher_lm = _lm(teacher_model, api_base, retries) if teacher_model else None
             result = compile_recipe(
-                recipe, out, threads=threads, reload=True, lm=lm, teacher_lm=teacher_lm
+                recipe,
+                out,
+                threads=threads,
+                reload=True,
+                lm=lm,
+                teacher_lm=teacher_lm,
+                report=race_progress,
             )
+            winner = recipe["program"] if not result.race else result.race["choice"]["winner"]
             columns = {
-                "uncompiled": result.before,
+                f"{winner} at its defaults" if result.race else "uncompiled": result.before,
                 "compiled": result.after,
                 "loaded from artifact": result.reloaded,
             }
     except NetcastError as err:
         _fail(str(err))
-    if result.trials:
+    if result.race:
+        console.print(race_table(result.race))
+        console.print(race_line(result.race), markup=False)
+    elif result.trials:
         console.print(trials_table(result.trials))
         if line := versus_defaults_line(result.versus_defaults):
             console.print(line, markup=False)
@@ -559,6 +581,11 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
         _fail(str(err))
     console.print(artifact_table(str(directory), recipe, meta))
     joint = recipe.get("joint") or {}
+    if recipe.get("race"):  # a strategy race, as `netcast compile` printed it
+        from netcast.cli.render import race_line, race_table
+
+        console.print(race_table(recipe["race"]))
+        console.print(race_line(recipe["race"]), markup=False)
     if joint.get("trials"):  # a joint compile's search, as `netcast compile` printed it
         console.print(trials_table(joint["trials"]))
         if line := versus_defaults_line(joint.get("versus_defaults")):

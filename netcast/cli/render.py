@@ -153,6 +153,80 @@ def versus_defaults_line(versus: dict[str, Any] | None) -> str | None:
     )
 
 
+def race_table(race: dict[str, Any]) -> Table:
+    """The strategy race: each strategy's defaults on the rungs and each grid point of its
+    joint compile (knobs changed from the defaults), n, validation score, tokens a question,
+    calls that reached the model, state; the winner's chosen row marked."""
+    choice = race.get("choice") or {}
+    spent, budget = race.get("spent"), race.get("budget")
+    table = Table(
+        title=f"strategy race: {spent} model calls"
+        + (f" of {budget}" if budget is not None else "")
+        + f", {choice.get('validation_questions', '?')} validation questions",
+    )
+    for col in ("program", "stage", "knobs", "demos", "score", "n", "tokens/q", "calls", "state"):
+        table.add_column(col)
+    for r in race.get("table") or []:
+        won = r["program"] == choice.get("winner") and (
+            r["reason"] == "chosen" or (r["stage"] == "rungs" and r["state"] == "finished")
+        )
+        knobs = r["knobs"] if isinstance(r["knobs"], str) else json.dumps(r["knobs"])
+        state = r["state"] + (f": {r['reason']}" if r["reason"] and r["reason"] != "chosen" else "")
+        table.add_row(
+            r["program"] + (" <- winner" if won and r["stage"] == "rungs" else ""),
+            r["stage"],
+            knobs,
+            str(r["demos"]),
+            "-" if r["score"] is None else f"{r['score']:.3f}",
+            str(r["n"] or "-"),
+            "-" if not r["tokens"] or not r["n"] else f"{r['tokens']:,.0f}",
+            str(r["calls"] or 0),
+            ("chosen, " if r["reason"] == "chosen" else "") + state,
+        )
+    return table
+
+
+def race_line(race: dict[str, Any]) -> str:
+    """The race's choice in a sentence."""
+    c = race["choice"]
+    tied = [t for t in c["tied"] if t != c["winner"]]
+    if c["winner"] == c["top"]:
+        how = "best validation score" + (
+            f"; {', '.join(tied)} not told apart from it, at more tokens" if tied else ""
+        )
+    else:
+        v = c["versus_top"]
+        how = (
+            f"{c['top']} scored best, but {c['winner']} is not told apart from it "
+            f"({v['diff']:+.3f} on {v['n']} questions, sign-flip p = {v['p']:.3f}, alpha "
+            f"{c['alpha']}) and takes fewer tokens"
+        )
+    return f"race winner: {c['winner']} ({how})"
+
+
+def race_progress(event: str, state: dict[str, Any]) -> None:
+    """A live line per race step on stderr: strategies in the race with their running score,
+    questions scored, calls spent (of the budget), the leader and its margin."""
+    runners = state["runners"].values()
+    alive = [r for r in runners if r.state in ("running", "finished", "out of budget")]
+    means = {r.name: sum(r.scores(state["metric"]).values()) / len(r.rows) for r in alive if r.rows}
+    ranked = sorted(means, key=means.get, reverse=True)
+    margin = f" by {means[ranked[0]] - means[ranked[1]]:.3f}" if len(ranked) > 1 else ""
+    budget = state["budget"]
+    spent = f"{state['spent']} calls" + (f" of {budget}" if budget is not None else "")
+    out = [r.name for r in runners if r.state in ("dropped", "failed")]
+    line = (
+        f"race [{event}] {len(alive)} in the race, {spent}; "
+        + ", ".join(
+            f"{n} {means[n]:.3f} ({len(next(r for r in alive if r.name == n).rows)} q)"
+            for n in ranked
+        )
+        + (f"; leader {ranked[0]}{margin}" if ranked else "")
+        + (f"; out: {', '.join(out)}" if out else "")
+    )
+    err_console.print(line, markup=False, soft_wrap=True)
+
+
 def artifact_table(title: str, recipe: dict[str, Any], meta: dict[str, Any]) -> Table:
     table = Table(title=title, show_header=False)
     table.add_column("field")

@@ -1,0 +1,61 @@
+"""`netcast compile --program a,b` (a strategy race) from the command line, scripted model."""
+
+import json
+import sys
+
+from typer.testing import CliRunner
+
+from helpers import capitals_file
+from netcast.cli.app import app
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
+    monkeypatch, scripted_lm, tmp_path
+):
+    def respond(prompt):  # multihop (its steps think first) answers wrong, basic right
+        if "[[ ## reasoning ## ]]" in prompt:
+            return {"reasoning": "so", "query": "capital", "answer": "Berlin"}
+        return {"answer": "Paris"}
+
+    lm, engine = scripted_lm(respond)
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 48)
+    out = tmp_path / "art"
+    result = run(
+        "compile", "--program", "basic,multihop", "--dataset", dataset, "--model",
+        "scripted/fake", "--train-limit", "24", "--dev-limit", "3", "--budget", "60",
+        "--set", "chain_of_thought=false", "--set", "links=0", "--grid", "demos=none",
+        "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "strategy race: " in result.output and " of 60" in result.output
+    assert "race winner: basic" in result.output
+    assert "basic at its defaults" in result.output  # the score table's first column
+    assert len(engine.prompts) <= 60 + 3 * 3  # the race's budget, then dev: before, after, reload
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert recipe["program"] == "basic" and recipe["race"]["budget"] == 60
+    states = {r["program"]: r["state"] for r in recipe["race"]["table"] if r["stage"] == "rungs"}
+    assert states["multihop"] == "dropped"
+    shown = run("show", out)
+    assert shown.exit_code == 0 and "race winner: basic" in shown.output
+
+
+def test_race_arguments_are_refused_in_one_line_before_any_call(monkeypatch, scripted_lm, tmp_path):
+    lm, engine = scripted_lm(lambda prompt: {"answer": "Paris"})
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 48)
+    base = ["compile", "--dataset", dataset, "--train-limit", "24", "--out", tmp_path / "a"]
+    for extra, message in [
+        (["--program", "basic,basik"], "unknown program 'basik'"),
+        (["--program", "basic,multihop", "--budget", "5"], "too small for the race's first rung"),
+        (["--program", "auto", "--set", "nothing=1"], "knob 'nothing' is a knob of none of"),
+        (["--program", "basic,multihop", "--set", "top_k=abc"], "basic: knob 'top_k'"),
+    ]:
+        result = CliRunner().invoke(app, [str(a) for a in [*base, *extra]])
+        assert result.exit_code == 2, result.output
+        assert message in result.output and "Traceback" not in result.output
+    assert engine.prompts == []
