@@ -23,3 +23,8 @@ def apply_cli_defaults() -> None:
     """Set the command line's defaults that the user has not set already."""
     for key, value in CLI_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    # the command line prints its own lines for trials and races; Optuna's per-trial INFO log
+    # repeated them (a user's own script keeps Optuna's logging as it set it)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -291,7 +291,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
                 "calls": t.user_attrs.get("calls"),
                 "n": agg.get("n"),
                 "seconds": agg.get("seconds"),
-                "state": t.state.name.lower(),
+                "state": t.user_attrs.get("stopped") or t.state.name.lower(),
                 # each validation question's score, so a choice can be checked (or another
                 # rule applied) from the recipe alone
                 "question_scores": t.user_attrs.get("scores") or {},
@@ -404,6 +404,7 @@ def joint_compile(
                 size = min(chunk, len(valset) - start)
                 if calls is not None and calls.affordable(program_name, size) < size:
                     out_of_calls.append(trial.number)
+                    trial.set_user_attr("stopped", "out of budget")
                     raise optuna.TrialPruned()
                 result = evaluate(program, valset[start : start + chunk], progress=False)
                 if calls is not None:

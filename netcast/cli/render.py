@@ -155,8 +155,8 @@ def versus_defaults_line(versus: dict[str, Any] | None) -> str | None:
 
 def race_table(race: dict[str, Any]) -> Table:
     """The strategy race: each strategy's defaults on the rungs and each grid point of its
-    joint compile (knobs changed from the defaults), n, validation score, tokens a question,
-    calls that reached the model, state; the winner's chosen row marked."""
+    joint compile (the knobs it changes from the defaults), n, validation score, tokens a
+    question, calls that reached the model (trial rows: every call), state."""
     choice = race.get("choice") or {}
     spent, budget = race.get("spent"), race.get("budget")
     table = Table(
@@ -167,23 +167,32 @@ def race_table(race: dict[str, Any]) -> Table:
     for col in ("program", "stage", "knobs", "demos", "score", "n", "tokens/q", "calls", "state"):
         table.add_column(col)
     for r in race.get("table") or []:
-        won = r["program"] == choice.get("winner") and (
-            r["reason"] == "chosen" or (r["stage"] == "rungs" and r["state"] == "finished")
-        )
-        knobs = r["knobs"] if isinstance(r["knobs"], str) else json.dumps(r["knobs"])
-        state = r["state"] + (f": {r['reason']}" if r["reason"] and r["reason"] != "chosen" else "")
+        chosen = r["reason"] == "chosen"
+        won = r["program"] == choice.get("winner") and r["stage"] == "rungs"
+        state = "chosen" if chosen else r["state"] + (f": {r['reason']}" if r["reason"] else "")
         table.add_row(
-            r["program"] + (" <- winner" if won and r["stage"] == "rungs" else ""),
+            r["program"] + (" <- winner" if won else ""),
             r["stage"],
-            knobs,
+            _changed_knobs(r["program"], r["knobs"]),
             str(r["demos"]),
             "-" if r["score"] is None else f"{r['score']:.3f}",
             str(r["n"] or "-"),
             "-" if not r["tokens"] or not r["n"] else f"{r['tokens']:,.0f}",
             str(r["calls"] or 0),
-            ("chosen, " if r["reason"] == "chosen" else "") + state,
+            state,
         )
     return table
+
+
+def _changed_knobs(program: str, knobs: Any) -> str:
+    """``knobs`` as the ones that differ from ``program``'s defaults (``defaults`` if none)."""
+    if not isinstance(knobs, dict):
+        return str(knobs)
+    from netcast.programs import get_program
+
+    defaults = get_program(program).knob_defaults()
+    changed = {k: v for k, v in knobs.items() if defaults.get(k) != v}
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in changed.items()) or "defaults"
 
 
 def race_line(race: dict[str, Any]) -> str:
