@@ -1,6 +1,6 @@
 """The README's Python example runs as written, so it cannot go stale: the block is read from
 README.md and executed with a scripted model in place of the embedded one, on the bundled
-HotpotQA sample, after the quick start's compile (run with the same scripted model) has saved
+HotpotQA sample, after the quick start's race (run with the same scripted model) has saved
 the artifact the example loads."""
 
 import re
@@ -65,8 +65,9 @@ def test_the_readme_example_runs_as_written(gold_answering_model, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     loads = re.findall(r"netcast\.load\(\"([^\"]+)\"\)", code)
     for artifact in loads:  # the quick start's compile, on the scripted model
-        command = ["compile", "--program", "basic", "--dataset", "hotpotqa-sample"]
-        command += ["--train-limit", "4", "--dev-limit", "2", "--out", artifact]
+        command = ["compile", "--program", "basic,multihop", "--dataset", "hotpotqa-sample"]
+        command += ["--teacher", "annotations", "--train-limit", "20", "--dev-limit", "2"]
+        command += ["--budget", "120", "--out", artifact]
         result = CliRunner().invoke(app, command, catch_exceptions=False)
         assert result.exit_code == 0, result.output
         assert (tmp_path / artifact / "recipe.json").exists()
