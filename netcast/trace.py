@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -56,7 +57,7 @@ class Trace:
                 "fallbacks": 0,
                 "accepted": 0,
                 "rejected": 0,
-                "reasons": {},
+                "reasons": Counter(),
             },
         )
 
@@ -71,7 +72,7 @@ class Trace:
             counts = self.step(name)
             counts["accepted" if accepted else "rejected"] += 1
             if not accepted and reason:
-                counts["reasons"][reason] = counts["reasons"].get(reason, 0) + 1
+                counts["reasons"][reason] += 1
 
     def add_lm_call(self, tokens_in: int, tokens_out: int, cached: bool) -> None:
         with self._lock:  # agents may call the model from several threads
@@ -88,8 +89,7 @@ class Trace:
             mine = self.step(name)
             for key, value in counts.items():
                 if key == "reasons":
-                    for reason, n in value.items():
-                        mine["reasons"][reason] = mine["reasons"].get(reason, 0) + n
+                    mine["reasons"].update(value)
                 else:
                     mine[key] = mine.get(key, 0) + value
         self.lm_calls += other.lm_calls

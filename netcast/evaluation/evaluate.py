@@ -3,6 +3,7 @@ on average, in parallel with DSPy's executor, resumable through a run directory.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,17 +91,17 @@ def step_totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     counted: dict[str, set[str]] = {}  # per step, the counters every row of it has
     for row in rows:
         for name, counts in (row.get("trace") or {}).get("steps", {}).items():
-            mine = totals.setdefault(name, {"reasons": {}})
+            mine = totals.setdefault(name, {"reasons": Counter()})
             counted[name] = counted.get(name, set(counts)) & set(counts)
             for key, value in counts.items():
                 if key == "reasons":
-                    for reason, n in value.items():
-                        mine["reasons"][reason] = mine["reasons"].get(reason, 0) + n
+                    mine["reasons"].update(value)
                 else:
                     mine[key] = mine.get(key, 0) + value
     for name, mine in totals.items():  # a counter some rows predate is unknown, not partial
         for key in set(mine) - counted[name] - {"reasons"}:
             del mine[key]
+        mine["reasons"] = dict(mine["reasons"])
     calls = sum(s.get("calls", 0) for s in totals.values())
     failures = sum(s.get("parse_failures", 0) for s in totals.values())
     accepted = sum(s.get("accepted", 0) for s in totals.values())
