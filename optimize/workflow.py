@@ -136,6 +136,24 @@ def prepare(
     return Splits(train, dev, opened)
 
 
+def prepare_recipe(
+    recipe: dict[str, Any], lm: Any, check: Callable[[Any, Any], None] | None = None
+) -> Splits:
+    """``prepare`` for the dataset, splits, limits and retriever a recipe names."""
+    data = recipe["dataset"]
+    return prepare(
+        data["name"],
+        lm,
+        train_split=data["train_split"],
+        dev_split=data["dev_split"],
+        train_limit=data.get("train_limit"),
+        dev_limit=data.get("dev_limit"),
+        index=recipe["retriever"].get("saved_index"),
+        retriever=recipe["retriever"]["kind"],
+        check=check,
+    )
+
+
 @dataclass
 class CompileResult:
     artifact: Path
@@ -346,17 +364,7 @@ def compile_recipe(
             demos = settings.get("demos", JOINT_DEMOS)
             check_search(recipe["program"], recipe["knobs"], settings.get("grid"), demos)
 
-    splits = prepare(
-        data["name"],
-        lm,
-        train_split=data["train_split"],
-        dev_split=data["dev_split"],
-        train_limit=data.get("train_limit"),
-        dev_limit=data.get("dev_limit"),
-        index=index,
-        retriever=recipe["retriever"]["kind"],
-        check=check,
-    )
+    splits = prepare_recipe(recipe, lm, check)
     train, dev, retriever = splits.train, splits.dev, splits.retriever
     if teacher_lm is not None:
         preflight(teacher_lm)
@@ -562,16 +570,7 @@ def retune_knobs(
     selects on ``train``."""
     recipe, _, _ = read_artifact(source)
     data = recipe["dataset"]
-    splits = prepare(
-        data["name"],
-        lm,
-        train_split=data["train_split"],
-        dev_split=data["dev_split"],
-        train_limit=data.get("train_limit"),
-        dev_limit=data.get("dev_limit"),
-        index=recipe["retriever"].get("saved_index"),
-        retriever=recipe["retriever"]["kind"],
-    )
+    splits = prepare_recipe(recipe, lm)
     retriever = splits.retriever
     if (select_on or data.get("select_on", "dev")) == "train":
         trainset, devset = hold_out(splits.train.examples)
