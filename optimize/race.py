@@ -5,9 +5,11 @@ demonstrations, is best for this data and this model, found on held-out training
 1. Rungs, cheap and wide: every strategy at its defaults on the first ``first`` validation
    questions. A strategy that trails the leader (the best mean) by the paired sign-flip test at
    ``drop_p`` is dropped and spends no more calls; a strategy whose questions fail (a model
-   error, replies it cannot parse) is recorded with its reason and dropped. The survivors get
-   twice the questions (successive halving's doubling) until the validation fold is scored or
-   one is left.
+   error, replies it cannot parse) is recorded with its reason and dropped. Of the rest, the
+   better half by mean score (at least two) goes on (successive halving), and the cheapest
+   in tokens a question with them (it can only win among ties, which more questions decide),
+   to twice the questions, until the validation fold is scored, one is left, or the rungs
+   have spent half the budget (the rest is the depth stage's).
 2. Depth: each survivor's joint compile (its knob grid x demonstration sources,
    ``optimize.joint``) on the whole fold, the leader first, each given an equal share of the
    calls left (what one leaves goes to the next).
@@ -27,6 +29,7 @@ storage): a killed race rerun with the same settings goes on without scoring the
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +60,8 @@ AUTO = "auto"
 FIRST = 10  # questions of the first rung
 DROP_P = 0.05  # a strategy trailing the leader at this p leaves the race
 CHUNK = 5  # questions scored between budget checks on a rung
+ETA = 2  # successive halving: the better 1/ETA of a rung (and the cheapest) go on
+RUNG_SHARE = 0.5  # the rungs stop doubling once they have spent this share of the budget
 
 
 def race_programs(spec: str | Sequence[str]) -> list[str]:
@@ -238,9 +243,15 @@ def race(
                     f"trails {leader.name} by {-test.diff:.3f} on {test.n} questions "
                     f"(p = {test.p:.3g})"
                 )
+        alive = [r for r in runners.values() if r.state == "running"]
+        last = n_questions >= len(valset) or (
+            budget is not None and calls.spent >= RUNG_SHARE * budget
+        )
+        if not last:  # successive halving: the better half goes on, and the cheapest of all
+            _halve(alive, metric, len(questions))
         tell("rung", {**state(), "questions": len(questions), "leader": leader.name})
         alive = [r for r in runners.values() if r.state == "running"]
-        if len(alive) <= 1 or n_questions >= len(valset):
+        if len(alive) <= 1 or last:
             break
         n_questions = min(2 * n_questions, len(valset))
 
@@ -331,6 +342,21 @@ def race(
         budget,
         complete,
     )
+
+
+def _halve(alive: list[Runner], metric: str, n: int) -> None:
+    """Keep the better half of ``alive`` by mean score (at least two), and the cheapest in
+    tokens a question of all of them (it can win the race only among ties, which a few more
+    questions decide); the rest leave the race."""
+    ranked = sorted(alive, key=lambda r: -_mean(r.scores(metric)))
+    kept = ranked[: max(2, math.ceil(len(ranked) / ETA))]
+    cheapest = min(alive, key=lambda r: _summary(r.rows, metric)["tokens"] or 0)
+    if cheapest not in kept:
+        kept.append(cheapest)
+    for r in alive:
+        if r not in kept:
+            r.state = "dropped"
+            r.reason = f"halved: {_mean(r.scores(metric)):.3f}, not in the better half on {n}"
 
 
 def _mean(scores: dict[str, float]) -> float:

@@ -170,3 +170,23 @@ def test_a_race_artifact_reruns_its_race_for_another_model(scripted_lm, tmp_path
     recipe, _, meta = read_artifact(second.artifact)
     assert recipe["program"] == "multihop" and recipe["race"]["programs"] == "basic,multihop"
     assert meta["lineage"]["parent"] == str((tmp_path / "a").resolve())
+
+
+def test_a_rung_halves_the_field_but_keeps_the_cheapest():
+    from netcast.optimize.race import Runner, _halve
+
+    def runner(name, right, tokens):
+        rows = [
+            {"id": f"q{i}", "scores": {"f1": float(i < right), "tokens_in": tokens}}
+            for i in range(10)
+        ]
+        return Runner(name, rows=rows)
+
+    field = [runner("a", 9, 900), runner("b", 8, 800), runner("c", 7, 700), runner("d", 6, 100),
+             runner("e", 5, 500)]  # fmt: skip
+    _halve(field, "f1", 10)
+    assert [r.name for r in field if r.state == "running"] == ["a", "b", "c", "d"]
+    assert field[4].state == "dropped" and "halved" in field[4].reason
+    two = [runner("x", 9, 900), runner("y", 1, 100)]
+    _halve(two, "f1", 10)  # never below two: the depth stage decides between them
+    assert all(r.state == "running" for r in two)
