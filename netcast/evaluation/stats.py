@@ -62,9 +62,10 @@ def paired_p_value(
     a: Sequence[float], b: Sequence[float], n: int = PERMUTATION_RESAMPLES, seed: int = 0
 ) -> float:
     """Two-sided paired sign-flip test of mean(a - b) = 0: exact when ``2**len(a) <= n``,
-    else from ``n`` random sign patterns; 1.0 when no pair differs."""
+    else from ``n`` random sign patterns; 1.0 when no pair differs or for one pair (its two
+    sign patterns are equally extreme)."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    if d.size == 0 or not np.any(d):
+    if d.size < 2 or not np.any(d):
         return 1.0
     result = stats.permutation_test(
         (d,),

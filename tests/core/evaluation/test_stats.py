@@ -15,6 +15,7 @@ def test_sign_flip_p_is_exact_on_small_n():
     assert paired_p_value([1] * 5, [0] * 5) == 0.0625
     # 1, 1, -1: |sum| >= 1 in every pattern (sums are odd) -> 1
     assert paired_p_value([1, 1, 0], [0, 0, 1]) == 1.0
+    assert paired_p_value([1.0], [0.0]) == 1.0  # one pair: +d and -d equally extreme
 
 
 def test_sign_flip_p_matches_enumeration_of_every_pattern():
