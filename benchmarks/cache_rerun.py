@@ -8,12 +8,9 @@ with an empty cache; the rerun writes a new run directory, so nothing is skipped
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import dev_questions, header, model_label, parser, setup, table
 from dspy import context

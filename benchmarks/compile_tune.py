@@ -8,11 +8,8 @@ the Pareto front (F1 vs tokens per question) it finds.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import header, model_args, model_label, setup, table
 from dspy import context

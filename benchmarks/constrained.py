@@ -13,13 +13,9 @@ the lead in turn.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from importlib.metadata import version
-from pathlib import Path
 from typing import Literal
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import dspy
 from _common import header, table

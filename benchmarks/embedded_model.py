@@ -7,11 +7,7 @@ whether llama.cpp's KV-cache prefix reuse speeds up repeated DSPy prompts.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import dev_questions, header, parser, table
 from dspy import context

@@ -10,8 +10,9 @@ iterative strategy's decide step, no fallback or delete) is asked its next actio
 Columns: P(follow-up search) = share of questions whose decision is chunk_search (the paper's
 "Follow-up Retrieval Probability"), P(answer), and P(unreadable) (the reply could not be read).
 The paper's lengths are 3k-12k tokens for a 32B model; the defaults are scaled to the embedded
-model's context window. ``--judge-model`` and ``--aux-model`` are accepted and ignored (the
-measure is the model's own decision: no judge, no auxiliary model).
+model's context window. The measure is the model's own decision: no judge. It keeps no
+per-question rows (one decision per question and length, seeded padding: a rerun is served from
+DSPy's cache).
 
     .venv/bin/python benchmarks/laziness.py --questions 15 --lengths 1000,2000,3000,4000
 """
@@ -19,12 +20,8 @@ measure is the model's own decision: no judge, no auxiliary model).
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from _common import dev_questions, header, model_label, model_notes, parser, setup, table
+from _common import dev_questions, header, model_label, parser, setup, table
 from dspy import context
 
 from netcast.models import context_window
@@ -83,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         f"Retrieval laziness (Appendix B): {len(data.examples)} HotpotQA dev questions, "
         f"{model_label(lm)} (context window {context_window(lm)}), first context = 1 of 2 gold "
         "paragraphs + irrelevant chunks",
-        model_notes(args),
+        [f"model under test: {args.model}"],
     )
     table(
         ["first-context tokens", "questions", "P(follow-up search)", "P(answer)", "P(unreadable)"],

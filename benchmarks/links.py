@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import header, table
 

@@ -7,12 +7,9 @@ zero-latency scripted LM and DSPy's cache off, against the bare BM25 call it wra
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import dev_questions, header, table
 from dspy import LM, context

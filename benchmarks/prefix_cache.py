@@ -19,11 +19,7 @@ machine is shared: absolute seconds drift, ratios much less):
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import dspy
 from _common import header, parser, table

@@ -7,11 +7,7 @@ bundled HotpotQA corpus (all pooled paragraphs of hotpotqa-sample).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import header, percentile, table
 

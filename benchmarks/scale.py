@@ -26,8 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 from _common import header, percentile, table
 
 HERE = Path(__file__).resolve().parent

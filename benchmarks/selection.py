@@ -6,14 +6,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from _common import header, table
 
 from netcast.programs.shared.budget import knapsack_exact, knapsack_greedy

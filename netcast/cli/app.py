@@ -86,10 +86,11 @@ def _lm(
     api_base: list[str] | str | None = None,
     retries: int | None = None,
     constrained: bool = True,
+    **lm_kwargs: Any,
 ):
     from netcast.models import make_lm
 
-    kwargs: dict[str, Any] = {} if constrained else {"constrained": False}
+    kwargs: dict[str, Any] = {**lm_kwargs, **({} if constrained else {"constrained": False})}
     if api_base:  # one server, or several replicas (netcast.models.replicas)
         bases = [api_base] if isinstance(api_base, str) else list(api_base)
         kwargs["api_base"] = bases[0] if len(bases) == 1 else bases
@@ -113,18 +114,10 @@ def _joint_settings(budget: int | None, pairs: list[str] | None, ties: str) -> d
     """The joint optimizer's settings from ``--budget``, ``--grid`` (``demos=`` names the
     demonstration sources; the knobs' values are checked when the compile starts) and
     ``--ties``."""
-    from netcast.optimize.joint import TIES
+    from netcast.evaluation.spec import joint_settings
     from netcast.programs.knobs import parse_grid
 
-    if ties not in TIES:
-        raise NetcastError(f"unknown --ties {ties!r}; choose one of {', '.join(TIES)}")
-    values = parse_grid(pairs or [])
-    settings: dict[str, Any] = {"budget": budget, "ties": ties}
-    if "demos" in values:
-        settings["demos"] = [str(v) for v in values.pop("demos")]
-    if values:
-        settings["grid"] = values
-    return settings
+    return joint_settings(budget, parse_grid(pairs or []), ties)
 
 
 def _failed_questions(result: Any, lm: Any) -> None:
@@ -597,6 +590,7 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
 
 @app.command()
 def bench(
+    ctx: typer.Context,
     programs: Annotated[str, typer.Option(help="comma-separated strategies, or all")] = "all",
     datasets: Annotated[
         str, typer.Option(help="comma-separated dataset names or .jsonl files")
@@ -630,10 +624,20 @@ def bench(
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
     constrained: ConstrainedOpt = True,
+    spec: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            help="a benchmark spec (benchmarks/specs/*.toml): compile its missing artifacts and "
+            "run its missing rows (finished ones are kept), then print its tables"
+        ),
+    ] = None,
 ) -> None:
     """Run strategies x datasets on the same questions and write a comparison report."""
     from netcast.evaluation.bench import resolve_programs, run_bench
 
+    if spec is not None:
+        _bench_spec(ctx, spec, threads, api_base, retries)
+        return
     try:
         names = resolve_programs(programs)
         sets = [d.strip() for d in datasets.split(",") if d.strip()]
@@ -663,20 +667,74 @@ def bench(
         raise typer.Exit(1)
 
 
+# what a spec declares: refused beside --spec
+SPEC_DECLARES = ("programs", "datasets", "split", "limit", "model", "retriever", "index")
+SPEC_DECLARES += ("compiled", "variant", "reference", "run_dir", "constrained")
+
+
+def _bench_spec(
+    ctx: typer.Context, path: Path, threads: int, api_base: list[str] | None, retries: int | None
+) -> None:
+    """``netcast bench --spec FILE``: the spec run (resumed), then its tables."""
+    from netcast.evaluation.spec import read_spec, run_spec, spec_report
+
+    for name in SPEC_DECLARES:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "COMMANDLINE":
+            option = "--" + name.replace("_", "-")
+            _fail(f"{option} is the spec's to declare: drop it, or edit {path}")
+    try:
+        loaded = read_spec(path)
+        done = run_spec(
+            loaded,
+            lambda model, **kwargs: _lm(model, api_base, retries, **kwargs),
+            threads=threads,
+        )
+        tables = spec_report(loaded)
+    except NetcastError as err:
+        _fail(str(err))
+    console.print(tables, soft_wrap=True, markup=False)
+    if done.failed:
+        for _, result, lm in done.failed:
+            _failed_questions(result, lm)
+        raise typer.Exit(1)
+
+
 @app.command()
 def report(
     run_dirs: Annotated[
-        list[Path], typer.Argument(help="netcast bench run directories (one per model)")
-    ],
+        Optional[list[Path]],  # noqa: UP045
+        typer.Argument(help="netcast bench run directories (one per model)"),
+    ] = None,
     out: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(help="write the combined report here (required with several directories)"),
     ] = None,
+    spec: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            help="a benchmark spec: print its tables, rebuilt from its saved rows (no model call)"
+        ),
+    ] = None,
 ) -> None:
     """Rebuild a bench report from saved results (no model calls); several run directories
-    (e.g. one per model) combine into one report written to --out."""
+    (e.g. one per model) combine into one report written to --out. With --spec, a spec's
+    tables in markdown."""
     from netcast.evaluation.report import write_report
 
+    if spec is not None:
+        from netcast.evaluation.spec import read_spec, spec_report
+
+        if run_dirs or out:
+            _fail("--spec names its run directory: give no directories or --out with it")
+        try:
+            tables = spec_report(read_spec(spec))
+        except NetcastError as err:
+            _fail(str(err))
+        console.print(tables, soft_wrap=True, markup=False)
+        return
+    if not run_dirs:
+        _fail("give bench run directories, or --spec FILE")
     if len(run_dirs) > 1 and out is None:
         _fail("several run directories combine into one report: give --out DIR")
     try:

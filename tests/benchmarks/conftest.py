@@ -1,6 +1,7 @@
-"""Fixtures for the paper-table scripts: every model name a script asks for becomes a scripted
-fake model (one per name, so a test can tell which model did what), runs go to a temporary
-directory, and the scripts import as modules."""
+"""Fixtures for the benchmark specs and scripts: every model name a spec or script asks for
+becomes a scripted fake model (one per name, so a test can tell which model did what), runs go
+to a temporary directory, and the scripts (run as files, ``python benchmarks/NAME.py``) import
+as modules from the benchmarks folder."""
 
 from __future__ import annotations
 

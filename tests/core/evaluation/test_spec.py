@@ -1,0 +1,283 @@
+"""Benchmark specs: a bad spec is one line naming the file and the field; a spec run compiles
+what is missing and resumes its rows without scoring a finished question again; its tables are
+rebuilt from saved rows alone."""
+
+import json
+
+import pytest
+
+from helpers import capitals_file, distracted
+from netcast.errors import InputError
+from netcast.evaluation.spec import read_spec, run_spec, spec_report
+
+GOOD = """
+title = "A small spec"
+dataset = "hotpotqa-sample"
+limit = 2
+programs = ["basic"]
+"""
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("extra", "where", "message"),
+    [
+        ('limit = "many"\n', "field 'limit'", "valid integer"),
+        ('programs = ["basic", "fancy"]\n', "field 'programs' #2", "unknown program 'fancy'"),
+        ('variants = ["basic:top_k=zero"]\n', "field 'variants' #1", "knob 'top_k' = 'zero'"),
+        ('references = ["silver"]\n', "field 'references' #1", "unknown reference 'silver'"),
+        ("speed = 3\n", "field 'speed'", "unknown field; fields are about, across"),
+        ('dataset = "nowhere"\n', "field 'dataset'", "unknown dataset 'nowhere'"),
+        ('pairs = [["basic", "one_shot"]]\n', "field 'pairs' #1", "'one_shot' is not one"),
+        ('table = "one-shot"\n', "field 'table'", "not a field of bench specs"),
+        (
+            '[[compiled]]\nartifact = "a"\nprogram = "basic"\n'
+            '[[compiled]]\nartifact = "b"\nprogram = "basic"\noptimizer = "jiont"\n',
+            "[[compiled]] #2: field 'optimizer'",
+            "unknown optimizer 'jiont'; choose one of bootstrap",
+        ),
+        (
+            '[[compiled]]\nartifact = "a"\nprogram = "basic"\nset = { top_k = "x" }\n',
+            "[[compiled]] #1: field 'set'",
+            "knob 'top_k' = 'x'",
+        ),
+        (
+            '[[compiled]]\nartifact = "a"\nprogram = "basic"\ngrid = { top_k = [1, 3] }\n',
+            "[[compiled]] #1: field 'grid'",
+            "optimizer = 'joint' only",
+        ),
+        ('[[compiled]]\nartifact = "a"\n', "[[compiled]] #1", "exactly one of 'program'"),
+    ],
+)
+def test_a_bad_spec_is_one_line_naming_the_file_and_the_field(tmp_path, extra, where, message):
+    text = GOOD.replace("limit = 2\n", "") if extra.startswith("limit") else GOOD
+    if extra.startswith(("programs", "dataset")):  # replaces the good spec's own line
+        key = extra.split(" ")[0]
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(key))
+    path = write(tmp_path / "bad.toml", text + "\n" + extra)
+    with pytest.raises(InputError) as err:
+        read_spec(path)
+    line = str(err.value)
+    assert "\n" not in line
+    assert line.startswith(f"{path}: {where}: "), line
+    assert message in line
+
+
+def test_an_ablation_spec_is_checked_too(tmp_path):
+    head = 'title = "t"\nkind = "ablation"\ndataset = "hotpotqa-sample"\n'
+    config = '[[config]]\nlabel = "a"\nprogram = "basic"\n'
+    cases = [
+        ('table = "tables"\n' + config, "field 'table': unknown table 'tables'"),
+        ('table = "one-shot"\nprograms = ["basic"]\n' + config, "field 'programs': not a field"),
+        (
+            'table = "one-shot"\n' + config + "knobs = { nope = 1 }\n",
+            "[[config]] #1: field 'knobs'",
+        ),
+        (
+            'table = "knowledge"\noptions = { price_ratio = "ten" }\n' + config,
+            "options.price_ratio",
+        ),
+        ('table = "knowledge"\noptions = { speed = 1 }\n' + config, "options.speed"),
+        ('table = "knowledge"\njudge = "embedded-1.5b"\n' + config, "no judge column"),
+        (
+            'table = "one-shot"\n' + config + config,
+            "[[config]] #2: label 'a' names the same folder",
+        ),
+    ]
+    for text, expected in cases:
+        path = write(tmp_path / "bad.toml", head + text)
+        with pytest.raises(InputError, match="^" + str(path).replace(".", r"\.")) as err:
+            read_spec(path)
+        assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_not_toml_and_no_file_are_one_line(tmp_path):
+    path = write(tmp_path / "broken.toml", 'title = "x\n')
+    with pytest.raises(InputError, match=r"broken\.toml: not valid TOML: .*line 1"):
+        read_spec(path)
+    with pytest.raises(InputError, match=r"gone\.toml: no such spec file"):
+        read_spec(tmp_path / "gone.toml")
+
+
+def bench_spec(tmp_path, dataset, extra=""):
+    return read_spec(
+        write(
+            tmp_path / "capitals.toml",
+            f'title = "Capitals"\ndataset = "{dataset}"\nsplit = "all"\nlimit = 4\n'
+            f'model = "scripted/fake"\nrun_dir = "{tmp_path / "rows"}"\n'
+            'programs = ["basic"]\nvariants = ["basic:top_k=1"]\n' + extra,
+        )
+    )
+
+
+def test_a_spec_run_resumes_without_scoring_a_finished_question_again(scripted_lm, tmp_path):
+    lm, engine = scripted_lm(distracted)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 4)
+    spec = bench_spec(tmp_path, dataset)
+    made = []
+
+    def make(model, **kwargs):
+        made.append((model, kwargs))
+        return lm
+
+    first = run_spec(spec, make, progress=False)
+    assert made[0] == ("scripted/fake", {})
+    assert sorted(name for name, _, _ in first.results) == ["basic", "basic-top_k-1"]
+    calls = len(engine.prompts)
+    assert calls == 8  # 4 questions, 2 rows, one answer call each
+    rows = tmp_path / "rows" / "capitals"
+    assert len((rows / "basic" / "predictions.jsonl").read_text().splitlines()) == 4
+    bench = json.loads((tmp_path / "rows" / "bench.json").read_text())
+    assert bench["commands"] == [f"netcast bench --spec {spec.path}"]
+
+    second = run_spec(spec, make, progress=False)  # everything saved: no model call
+    assert len(engine.prompts) == calls
+    assert [r.aggregate["n"] for _, r, _ in second.results] == [4, 4]
+    # top_k 1 keeps other capitals out of the context: the distracted reader is right
+    assert second.results[1][1].aggregate["f1"] == 1.0
+
+    with_more = bench_spec(tmp_path, dataset, 'references = ["gold"]\n')
+    run_spec(with_more, make, progress=False)  # only the new row runs
+    assert len(engine.prompts) == calls + 4
+
+
+def test_a_missing_artifact_is_compiled_and_a_present_one_reused(scripted_lm, tmp_path):
+    lm, engine = scripted_lm(distracted)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 6)
+    artifact = tmp_path / "art"
+    spec = bench_spec(
+        tmp_path,
+        dataset,
+        f'[[compiled]]\nartifact = "{artifact}"\nprogram = "basic"\noptimizer = "bootstrap"\n'
+        f'dataset = "{dataset}"\ntrain_limit = 6\ndev_limit = 2\nset = {{ top_k = 1 }}\n',
+    )
+    done = run_spec(spec, lambda model, **kwargs: lm, progress=False)
+    assert done.compiled == [artifact]
+    recipe = json.loads((artifact / "recipe.json").read_text())
+    assert recipe["knobs"]["top_k"] == 1 and recipe["dataset"]["train_limit"] == 6
+    assert "art" in [name for name, _, _ in done.results]
+    calls = len(engine.prompts)
+    again = run_spec(spec, lambda model, **kwargs: lm, progress=False)
+    assert again.compiled == [] and len(engine.prompts) == calls
+
+
+def write_rows(folder, program, f1, em=None, context=None, extra=None):
+    """Saved rows of one bench row: question i scores ``f1[i]``."""
+    folder.mkdir(parents=True)
+    rows = []
+    for i, value in enumerate(f1):
+        scores = {
+            "em": (em or f1)[i],
+            "f1": value,
+            "judge": None,
+            "recall": 0.5,
+            "precision": 0.5,
+            "answer_in_context": (context or [1.0] * len(f1))[i],
+            "lm_calls": 1,
+            "cached_calls": 0,
+            "tokens_in": 100,
+            "tokens_out": 10,
+            "searches": 1,
+            "turns": 0,
+            "seconds": 2.0,
+            **(extra or {}),
+        }
+        trace = {"turns": [], "searches": [], "steps": {}}
+        rows.append(
+            {"id": f"q{i}", "answers": ["a"], "answer": "a", "trace": trace, "scores": scores}
+        )
+    (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "run.json").write_text(json.dumps({"program": program, "model": "m"}))
+
+
+def test_the_tables_are_rebuilt_from_saved_rows_with_exact_cells(tmp_path, monkeypatch):
+    import netcast.models
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a report must not make a model")
+
+    monkeypatch.setattr(netcast.models, "make_lm", no_model)
+    rows = tmp_path / "rows" / "hotpotqa-sample"
+    write_rows(rows / "basic", "basic", [0.25] * 4, em=[0.0] * 4, context=[1.0, 0, 0, 0])
+    write_rows(rows / "basic-top_k-3", "basic", [0.75] * 4, em=[1.0, 1.0, 0.0, 0.0])
+    write_rows(rows / "reference-gold", "reference-gold", [1.0] * 4)
+    write_rows(rows / "old", "basic", [0.5] * 4)
+    path = write(
+        tmp_path / "small.toml",
+        GOOD + f'run_dir = "{tmp_path / "rows"}"\nvariants = ["basic:top_k=3"]\n'
+        'references = ["gold", "closed"]\nkept = ["old"]\npairs = [["basic-top_k-3", "old"]]\n',
+    )
+    text = spec_report(read_spec(path))
+    lines = text.splitlines()
+    assert lines[0] == "# A small spec"
+    main, pairs = text.split("## Pairs")
+    table = {line.split(" | ")[0].strip("| "): line for line in main.splitlines() if "| " in line}
+    # every question +0.5 over basic: a zero-width interval, and the exact sign-flip p of
+    # 4 equal differences (2 of the 16 sign patterns are as extreme)
+    assert table["basic-top_k-3"] == (
+        "| basic-top_k-3 | 4 | 0.750 [0.750, 0.750] | 0.500 | +0.500 [+0.500, +0.500] | 0.125 "
+        "| +0.500 [+0.500, +0.500] | 0.125 | 67% | 0.500 | 1.00 | 100 | 110 | 2.0 |"
+    )
+    assert table["basic"] == (
+        "| basic | 4 | 0.250 [0.250, 0.250] | 0.000 | - | - | - | - | 0% | 0.500 | 0.25 "
+        "| 100 | 110 | 2.0 |"
+    )
+    assert table["reference-gold (reference)"].startswith(
+        "| reference-gold (reference) | 4 | 1.000 [1.000, 1.000] | 1.000 | +0.750 [+0.750, +0.750]"
+    )
+    assert table["old (earlier code, kept)"].startswith("| old (earlier code, kept) | 4 |")
+    assert "| basic-top_k-3 | old | 4 | +0.250 [+0.250, +0.250] | 0.125 |" in pairs
+    assert "Not run yet: reference-closed" in text
+    assert f"`netcast report --spec {path}`" in text
+
+
+def test_a_spec_never_run_reports_what_is_missing(tmp_path):
+    path = write(tmp_path / "fresh.toml", GOOD + f'run_dir = "{tmp_path / "none"}"\n')
+    text = spec_report(read_spec(path))
+    assert "Not run yet: basic (`netcast bench --spec" in text
+
+
+def test_the_command_line_runs_a_spec_and_prints_its_tables(scripted_lm, tmp_path, monkeypatch):
+    import sys
+
+    from typer.testing import CliRunner
+
+    from netcast.cli.app import app
+
+    lm, engine = scripted_lm(distracted)
+    made = []
+
+    def fake_lm(model, api_base=None, retries=None, constrained=True, **kwargs):
+        made.append((model, api_base, retries, constrained, kwargs))
+        return lm
+
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", fake_lm)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 4)
+    spec = bench_spec(tmp_path, dataset, 'decoding = "free"\n')
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+    result = run("bench", "--spec", spec.path, "--retries", "2")
+    assert result.exit_code == 0, result.output
+    assert made[0] == ("scripted/fake", None, 2, False, {})  # the spec's free decoding
+    assert "| basic-top_k-1 | 4 | 1.000 [1.000, 1.000] |" in result.output
+    calls = len(engine.prompts)
+    shown = run("report", "--spec", spec.path)
+    assert shown.exit_code == 0 and len(engine.prompts) == calls
+    assert "| basic-top_k-1 | 4 | 1.000 [1.000, 1.000] |" in shown.output
+
+    refused = run("bench", "--spec", spec.path, "--limit", "3")
+    assert refused.exit_code == 2
+    assert "error: --limit is the spec's to declare" in refused.output
+    both = run("report", "--spec", spec.path, tmp_path / "rows")
+    assert both.exit_code == 2 and "give no directories" in both.output
+    bad = run("report", "--spec", write(tmp_path / "bad.toml", 'title = "x"\n'))
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "bad.toml: field 'dataset': missing (required)" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1
