@@ -42,12 +42,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dspy
 
 from netcast.errors import InputError
 from netcast.evaluation.evaluate import aggregate
+
+if TYPE_CHECKING:
+    from netcast.evaluation.spec import ConfigEntry, MakeLM, Spec, SpecRun
 
 JUDGE_FILE = "judge.jsonl"
 
@@ -83,7 +86,7 @@ class Ablation:
     """What a table is built from: the spec, its configurations' runs in the spec's order, the
     table's options and the questions' difficulty levels (by id; empty without a ``level``)."""
 
-    spec: Any
+    spec: Spec
     runs: list[Run]
     options: dict[str, Any]
     levels: dict[str, Any]
@@ -787,7 +790,7 @@ def full_knobs(program: str, knobs: dict[str, Any]) -> dict[str, Any]:
     return validate(program, get_program(program).Knobs, knobs)
 
 
-def run_info(config: Any, model: str) -> dict[str, Any]:
+def run_info(config: ConfigEntry, model: str) -> dict[str, Any]:
     """What a configuration's folder holds (``run.json``): label, program, every knob, model,
     and the retriever and per-step models where they are not the default."""
     info: dict[str, Any] = {
@@ -871,14 +874,14 @@ def judge_missing(
     return asked
 
 
-def judge_name(spec: Any) -> str | None:
+def judge_name(spec: Spec) -> str | None:
     """The judge as its verdicts record it (its netcast model name), None without one."""
     from netcast.models import model_name
 
     return model_name(spec.file.judge) if spec.file.judge else None
 
 
-def run_ablation(spec: Any, make: Callable[..., Any], threads: int = 1, progress: bool = True):
+def run_ablation(spec: Spec, make: MakeLM, threads: int = 1, progress: bool = True) -> SpecRun:
     """Run an ablation spec's configurations (resuming: saved questions are kept), then ask its
     judge about the answers it has not judged."""
     from netcast.data import load_dataset
@@ -935,7 +938,7 @@ def run_ablation(spec: Any, make: Callable[..., Any], threads: int = 1, progress
     return done
 
 
-def read_runs(spec: Any) -> list[Run]:
+def read_runs(spec: Spec) -> list[Run]:
     """The saved rows of every configuration of an ablation spec (a configuration not yet run
     has none), with the judge's verdicts where the table has a judge."""
     table_ = TABLES[spec.file.table]
@@ -968,7 +971,7 @@ def read_runs(spec: Any) -> list[Run]:
     return runs
 
 
-def ablation_report(spec: Any) -> str:
+def ablation_report(spec: Spec) -> str:
     """An ablation spec's tables from its saved rows and verdicts (no model call)."""
     from netcast.evaluation.spec import header_lines
 
@@ -982,5 +985,5 @@ def ablation_report(spec: Any) -> str:
     if not done:
         return "\n".join(lines) + "\n"
     levels = record_field(spec.file.dataset, "level")
-    ab = Ablation(spec, done, spec.extra["options"], levels)
+    ab = Ablation(spec, done, spec.options, levels)
     return "\n".join(lines + table_.build(ab)) + "\n"

@@ -125,7 +125,7 @@ class Spec:
     file: SpecFile
     variants: tuple[tuple[str, str, dict[str, Any]], ...] = ()  # (row, program, knobs)
     references: tuple[str, ...] = ()  # full names: reference-gold, reference-closed
-    extra: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # an ablation table's, defaults filled
 
     @property
     def run_dir(self) -> Path:
@@ -239,7 +239,7 @@ def _checked(path: Path, spec: SpecFile, raw: dict[str, Any]) -> Spec:
         if key in raw:
             raise _Bad(f"field '{key}'", f"not a field of {spec.kind} specs (kind = {spec.kind!r})")
     if spec.kind == "ablation":
-        return Spec(path, name, spec, extra=_check_ablation(spec))
+        return Spec(path, name, spec, options=_check_ablation(spec))
     for i, program in enumerate(spec.programs):
         _check(f"field 'programs' #{i + 1}", lambda p=program: _program(p))
     variants = tuple(
@@ -343,7 +343,7 @@ def _check_ablation(spec: SpecFile) -> dict[str, Any]:
             raise _Bad(f"field 'options.{key}'", f"expected {type(default).__name__}")
     if spec.judge is not None and table.judge is None:
         raise _Bad("field 'judge'", f"table {table.name} has no judge column")
-    return {"options": options}
+    return options
 
 
 def spec_paths(directory: str | Path = "benchmarks/specs") -> list[Path]:

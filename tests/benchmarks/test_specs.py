@@ -154,3 +154,17 @@ def test_the_model_comparison_pairs_the_same_program_across_specs(at_root):
     out = report(Path("benchmarks/specs/decisive-hotpotqa-1.5b.toml"))
     line = next(line for line in out.splitlines() if line.startswith("| hotpotqa-sample | basic"))
     assert "| 150 | +0.143 [+0.075, +0.216] | <0.001 |" in line  # 1.5B - 0.5B
+
+
+def test_the_docs_cite_only_specs_that_exist_and_the_readme_lists_every_spec():
+    import re
+
+    names = {p.stem for p in SPECS}
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    assert len(readme.encode()) <= 10_000
+    listed = set(re.findall(r"^\| `([a-z0-9.-]+)` \|", readme, re.M))
+    assert listed == names
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in docs:
+        for cited in re.findall(r"benchmarks/specs/([a-z0-9._-]+)\.toml", page.read_text()):
+            assert cited in names, f"{page.name} cites benchmarks/specs/{cited}.toml"
