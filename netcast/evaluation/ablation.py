@@ -808,21 +808,13 @@ def run_info(config: ConfigEntry, model: str) -> dict[str, Any]:
 
 def read_verdicts(folder: Path, judge: str, kind: str) -> dict[str, float | None]:
     """The saved verdicts of ``judge`` (``kind``: score or match) on a folder's answers."""
-    path = folder / JUDGE_FILE
-    if not path.exists():
-        return {}
-    found = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for n, line in enumerate(lines, start=1):
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(lines):  # a line cut by a kill
-                break
-            raise InputError(f"{path}:{n}: corrupted verdict") from None
-        if item.get("judge") == judge and item.get("kind") == kind:
-            found[str(item["id"])] = item["value"]
-    return found
+    from netcast.evaluation.spec import saved_rows
+
+    return {
+        str(item["id"]): item["value"]
+        for item in saved_rows(folder / JUDGE_FILE)
+        if item.get("judge") == judge and item.get("kind") == kind
+    }
 
 
 def ask_judge(example: dspy.Example, answer: str, judge_lm: Any, kind: str) -> float | None:
@@ -898,8 +890,15 @@ def run_ablation(spec: Spec, make: MakeLM, threads: int = 1, progress: bool = Tr
             f"{spec.path}: field 'judge': {f.judge} is the model under test; the papers judge "
             "with a separate model (allow_same_judge = true to let it judge its own answers)"
         )
-    lm = make(f.model, **lm_kwargs(spec))
     data = load_dataset(f.dataset, f.split, f.limit)
+    wanted = {ex.id for ex in data.examples}
+    judged = judge_name(spec) if table_.judge else None
+    if all(
+        wanted <= {r["id"] for r in run.rows} and (not judged or wanted <= set(run.verdicts))
+        for run in read_runs(spec)
+    ):
+        return SpecRun(spec)  # every question run and judged: no model is made
+    lm = make(f.model, **lm_kwargs(spec))
     check_questions(data.questions(), lm)
     preflight(lm)
     judge_lm = make(f.judge) if f.judge and table_.judge else None
@@ -932,8 +931,7 @@ def run_ablation(spec: Spec, make: MakeLM, threads: int = 1, progress: bool = Tr
                 progress=progress,
             )
         if judge_lm is not None and table_.judge:
-            judge = judge_name(spec) or ""
-            judge_missing(folder, result.rows, data.examples, judge, judge_lm, table_.judge)
+            judge_missing(folder, result.rows, data.examples, judged or "", judge_lm, table_.judge)
         done.results.append((config.label, result, lm))
     return done
 
@@ -941,21 +939,14 @@ def run_ablation(spec: Spec, make: MakeLM, threads: int = 1, progress: bool = Tr
 def read_runs(spec: Spec) -> list[Run]:
     """The saved rows of every configuration of an ablation spec (a configuration not yet run
     has none), with the judge's verdicts where the table has a judge."""
+    from netcast.evaluation.spec import saved_rows
+
     table_ = TABLES[spec.file.table]
     judge = judge_name(spec) if table_.judge else None
     runs = []
     for config in spec.file.configs:
         folder = spec.run_dir / config.folder
-        rows: list[dict] = []
-        path = folder / "predictions.jsonl"
-        if path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            for n, line in enumerate(lines, start=1):
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    if n < len(lines):
-                        raise InputError(f"{path}:{n}: corrupted row") from None
+        rows = saved_rows(folder / "predictions.jsonl")
         verdicts = read_verdicts(folder, judge, table_.judge or "") if judge else {}
         runs.append(
             Run(

@@ -20,6 +20,7 @@ committed specs). A bad spec is one line naming the file and the field."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,6 @@ from netcast.errors import InputError
 from netcast.files import slug
 
 RESULTS = Path("benchmarks/results")
-KINDS = ("bench", "ablation")
 
 
 class _Strict(BaseModel):
@@ -85,6 +85,9 @@ class ConfigEntry(_Strict):
 
 
 class SpecFile(_Strict):
+    """A spec file's fields (benchmarks/README.md describes them); a bench spec names rows
+    (programs, variants, references, compiled, kept), an ablation spec configurations."""
+
     title: str
     about: str = ""
     kind: Literal["bench", "ablation"] = "bench"
@@ -353,6 +356,38 @@ def spec_paths(directory: str | Path = "benchmarks/specs") -> list[Path]:
 
 # --- running ----------------------------------------------------------------------------------
 
+
+def saved_rows(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a run's file (``predictions.jsonl``, ``judge.jsonl``); none when it does
+    not exist; a last line cut by a kill is left out, any other bad line is one ``InputError``
+    naming the file and line."""
+    if not path.exists():
+        return []
+    rows = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for n, line in enumerate(lines, start=1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if n < len(lines):
+                raise InputError(f"{path}:{n}: corrupted row") from None
+    return rows
+
+
+def missing(spec: Spec, rows: Sequence[str]) -> list[str]:
+    """The bench ``rows`` of ``spec`` that lack some of its questions."""
+    from netcast.data import load_dataset
+
+    f = spec.file
+    wanted = {ex.id for ex in load_dataset(f.dataset, f.split, f.limit).examples}
+    folder = spec.run_dir / spec.folder
+
+    def saved(row: str) -> set[str]:
+        return {x["id"] for x in saved_rows(folder / row / "predictions.jsonl")}
+
+    return [r for r in rows if not wanted <= saved(r)]
+
+
 MakeLM = Callable[..., Any]  # (model name, **lm_kwargs) -> dspy.BaseLM, netcast.make_lm's shape
 
 
@@ -465,6 +500,11 @@ def run_spec(
         groups.setdefault(own, []).append(entry)
     for n_ctx, entries in groups.items():
         main = n_ctx is None
+        names = [e.name for e in entries]
+        if main:
+            names += [*spec.file.programs, *(v for v, _, _ in spec.variants), *spec.references]
+        if not missing(spec, names):
+            continue  # every question of these rows is saved: no model is made
         lm = make(spec.file.model, **lm_kwargs(spec, n_ctx))
         _, results = run_bench(
             spec.run_dir,
