@@ -681,9 +681,58 @@ def bench_report(spec: Spec) -> list[str]:
         both = read_results(other.run_dir, spec.run_dir)  # B - A: this spec's model - other's
         keep = {(r.source, r.dataset, r.program) for r in both if _in(r, spec) or _in(r, other)}
         lines += model_lines([r for r in both if (r.source, r.dataset, r.program) in keep])
+    lines += compile_lines(spec)
     if rows:
         lines += cost_lines(rows)
         lines += step_lines(rows)
+    return lines
+
+
+def compile_lines(spec: Spec) -> list[str]:
+    """Each compiled artifact's search as its recipe keeps it: the knobs it chose and, for a
+    joint compile, every trial on held-out training questions and its test against the
+    defaults (a race: the race's choice)."""
+    from netcast.cli.render import race_line, versus_defaults_line
+
+    lines: list[str] = []
+    for entry in spec.file.compiled:
+        path = Path(entry.artifact) / "recipe.json"
+        if not path.exists():
+            continue
+        recipe = json.loads(path.read_text())
+        joint = recipe.get("joint") or {}
+        trials = joint.get("trials") or []
+        names = sorted({n for t in trials for n in t["knobs"]})
+        searched = [n for n in names if len({json.dumps(t["knobs"].get(n)) for t in trials}) > 1]
+        if searched:
+            knobs = "chose " + json.dumps({k: recipe["knobs"].get(k) for k in searched})
+            knobs += f" with demonstrations {joint.get('chosen_demos', '-')}"
+        else:
+            knobs = "knobs " + (json.dumps(entry.knobs) if entry.knobs else "at their defaults")
+        lines += [f"## Compile: {entry.name}", ""]
+        lines += [f"Optimizer {recipe['optimizer']['name']}; {knobs}.", ""]
+        if recipe.get("race"):
+            lines += [race_line(recipe["race"]), ""]
+        if trials:
+            cells = [
+                [
+                    str(t["trial"]),
+                    ", ".join(f"{n} {json.dumps(t['knobs'].get(n))}" for n in searched) or "-",
+                    str(t["demos"]),
+                    "-" if t["score"] is None else f"{t['score']:.3f}",
+                    str(t["n"] or "-"),
+                    "-" if t["tokens"] is None or not t["n"] else f"{t['tokens']:,.0f}",
+                    str(t["calls"] or 0),
+                    t["state"],
+                ]
+                for t in trials
+            ]
+            columns = ["trial", "knobs", "demos", "validation F1", "questions", "tokens/q"]
+            lines += markdown_table([*columns, "calls", "state"], cells)
+            if line := versus_defaults_line(joint.get("versus_defaults")):
+                lines += [line, ""]
+            if joint.get("untried"):
+                lines += [f"{joint['untried']} grid point(s) left untried by the budget.", ""]
     return lines
 
 

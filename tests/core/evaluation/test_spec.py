@@ -281,3 +281,41 @@ def test_the_command_line_runs_a_spec_and_prints_its_tables(scripted_lm, tmp_pat
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     assert "bad.toml: field 'dataset': missing (required)" in bad.output
     assert len(bad.output.strip().splitlines()) == 1
+
+
+def test_a_joint_compile_is_reported_with_its_trials_from_the_recipe(tmp_path):
+    artifact = tmp_path / "art"
+    artifact.mkdir()
+
+    def trial(number, links, score, tokens, **rest):
+        done = {"demos": "none", "n": 60, "calls": 60, "state": "complete", **rest}
+        knobs = {"top_k": 5, "links": links}
+        return {**done, "trial": number, "knobs": knobs, "score": score, "tokens": tokens}
+
+    versus = {"best_trial": 1, "default_trial": 0, "n": 60, "diff": 0.15, "p": 0.004}
+    recipe = {
+        "optimizer": {"name": "joint"},
+        "knobs": {"top_k": 5, "links": 1},
+        "joint": {
+            "chosen_demos": "none",
+            "trials": [
+                trial(0, 0, 0.25, 800.0),
+                trial(1, 1, 0.4, 910.4),
+                trial(2, 2, None, None, n=None, calls=None, state="fail"),
+            ],
+            "versus_defaults": {**versus, "alpha": 0.1, "kept_defaults": False},
+        },
+    }
+    (artifact / "recipe.json").write_text(json.dumps(recipe))
+    path = write(
+        tmp_path / "joint.toml",
+        GOOD + f'run_dir = "{tmp_path / "rows"}"\n[[compiled]]\nartifact = "{artifact}"\n'
+        'program = "basic"\noptimizer = "joint"\n',
+    )
+    text = spec_report(read_spec(path))
+    part = text.split("## Compile: art")[1]
+    assert 'Optimizer joint; chose {"links": 1} with demonstrations none.' in part
+    assert "| 0 | links 0 | none | 0.250 | 60 | 800 | 60 | complete |" in part
+    assert "| 1 | links 1 | none | 0.400 | 60 | 910 | 60 | complete |" in part
+    assert "| 2 | links 2 | none | - | - | - | 0 | fail |" in part
+    assert "trial 1 vs the defaults' trial 0 on 60 validation questions: +0.150" in part
