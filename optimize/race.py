@@ -324,7 +324,7 @@ def race(
         program, knobs, source = winner.joint.program, winner.joint.knobs, winner.joint.demos
     else:
         program = built[winner.name]
-        knobs, source = dict(program.knobs), "none"
+        knobs, source = program.knobs.model_dump(), "none"
     complete = all(r.state == "finished" for r in finalists) and all(
         r.joint is not None and not r.joint.untried for r in finalists
     )
@@ -425,7 +425,11 @@ def _score_rung(
 
 
 def _run_info(name: str, program: dspy.Module, lm: Any) -> dict[str, Any]:
-    return {"program": name, "knobs": dict(program.knobs), "model": getattr(lm, "model", None)}
+    return {
+        "program": name,
+        "knobs": program.knobs.model_dump(),
+        "model": getattr(lm, "model", None),
+    }
 
 
 def _choice(runner: Runner, metric: str) -> dict[str, Any]:

@@ -198,7 +198,7 @@ def run_evaluation(
         preflight(judge_lm)
     info = {
         "program": program,
-        "knobs": prog.knobs,
+        "knobs": prog.knobs.model_dump(),
         "dataset": dataset,
         "split": split,
         "model": lm.model,
@@ -481,7 +481,7 @@ def compile_recipe(
 
     full_recipe = {
         **recipe,
-        "knobs": program.knobs,
+        "knobs": program.knobs.model_dump(),
         "retriever": {**retriever_recipe(retriever, train), **_index_entry(index)},
         "model": {
             **recipe["model"],
@@ -519,7 +519,7 @@ def compile_recipe(
         reloaded,
         demos,
         trials,
-        program.knobs,
+        program.knobs.model_dump(),
         joint_entry.get("versus_defaults"),
         joint_entry.get("untried", 0),
         full_recipe.get("race"),

@@ -35,10 +35,12 @@ class NetcastProgram(dspy.Module):
 
     name: ClassVar[str] = ""
     Knobs: ClassVar[type[knobs_mod.Knobs]] = knobs_mod.Knobs
+    knobs: knobs_mod.Knobs  # the checked knobs (an instance of Knobs): self.knobs.top_k
 
     def __init__(self, retriever: Retriever | None = None, *, lm: Any = None, **knobs: Any):
         super().__init__()
-        self.knobs = knobs_mod.validate(self.name, self.Knobs, knobs)
+        # the checked knobs as the strategy's model: self.knobs.top_k
+        self.knobs = knobs_mod.check(self.name, self.Knobs, knobs)
         self.retriever = retriever
         self.context_window = context_window(lm)
         # the adapter for lm's replies (JSON under a schema where lm takes one); an adapter the
@@ -83,17 +85,18 @@ class NetcastProgram(dspy.Module):
         switched on by the ``dedup`` / ``contextualize`` knobs, the precision step by
         ``rerank_pool`` / ``rerank_signal`` (when the program has them; a model signal scores
         with the program's own model), and the link hop by ``links``."""
-        use_memory = bool(self.knobs.get("contextualize")) and contextualizer is not None
+        knobs = self.knobs  # a strategy without one of these knobs has that module off
+        use_memory = getattr(knobs, "contextualize", False) and contextualizer is not None
         return SearchSession(
             self.search,
             question,
-            dedup=bool(self.knobs.get("dedup")),
+            dedup=getattr(knobs, "dedup", False),
             contextualizer=contextualizer if use_memory else None,
             aux_lm=self.aux_lm(),
-            rerank_pool=int(self.knobs.get("rerank_pool") or 0),
-            rerank_signal=self.knobs.get("rerank_signal") or "retriever",
+            rerank_pool=getattr(knobs, "rerank_pool", 0),
+            rerank_signal=getattr(knobs, "rerank_signal", "retriever"),
             rerank_lm=self.own_lm(),
-            links=int(self.knobs.get("links") or 0),
+            links=getattr(knobs, "links", 0),
             corpus=getattr(self.retriever, "corpus", None),
         )
 
@@ -106,7 +109,7 @@ class NetcastProgram(dspy.Module):
     def aux_lm(self):
         """The auxiliary model named by the ``aux_model`` knob (made once), or None for the
         main model."""
-        name = self.knobs.get("aux_model")
+        name = getattr(self.knobs, "aux_model", None)
         if not name:
             return None
         if getattr(self, "_aux", None) is None or self._aux.model != name:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,9 +20,14 @@ from netcast.programs.shared.budget import budget_range
 
 class Knobs(BaseModel):
     """Base of every strategy's knobs: unknown names and wrong types are refused (strict, so
-    ``True`` is not an int and ``"3"`` is not a number)."""
+    ``True`` is not an int and ``"3"`` is not a number). A program holds its checked knobs as
+    this model (``program.knobs.top_k``), fixed once it is built (frozen: the steps it built
+    depend on them); ``program.knobs.model_dump()`` is the dict recipes and run logs store."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True, frozen=True)
+
+
+K = TypeVar("K", bound=Knobs)
 
 
 def knob(default: Any, search: Any = None, **field: Any) -> Any:
@@ -66,10 +71,11 @@ class BudgetRange:
         return trial.suggest_int(name, low, high, log=True)
 
 
-def validate(program: str, schema: type[Knobs], values: dict[str, Any]) -> dict[str, Any]:
-    """The full knob dict (defaults filled in), or ``InputError`` naming the first bad knob."""
+def check(program: str, schema: type[K], values: dict[str, Any]) -> K:
+    """``values`` as ``schema``'s model (defaults filled in), or ``InputError`` naming the
+    first bad knob."""
     try:
-        return schema.model_validate(values).model_dump()
+        return schema.model_validate(values)
     except ValidationError as err:
         first = err.errors()[0]
         name = ".".join(str(part) for part in first["loc"]) or "?"
@@ -79,6 +85,11 @@ def validate(program: str, schema: type[Knobs], values: dict[str, Any]) -> dict[
         raise InputError(
             f"{program}: knob {name!r} = {first.get('input')!r}: {first['msg']}"
         ) from None
+
+
+def validate(program: str, schema: type[Knobs], values: dict[str, Any]) -> dict[str, Any]:
+    """The full knob dict (defaults filled in), or ``InputError`` naming the first bad knob."""
+    return check(program, schema, values).model_dump()
 
 
 def defaults(schema: type[Knobs]) -> dict[str, Any]:

@@ -128,7 +128,7 @@ def run_bench(
                 print(f"{dataset} / {name}: {len(data.examples)} questions", flush=True)
             run_info = {
                 "program": program.name,
-                "knobs": program.knobs,
+                "knobs": program.knobs.model_dump(),
                 "dataset": dataset,
                 "split": split,
                 "model": lm.model,

@@ -43,19 +43,21 @@ class BasicRAG(NetcastProgram):
         def _known_signal(cls, value: str) -> str:
             return valid_signal(value)
 
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
-        if self.knobs["chain_of_thought"]:
+        if self.knobs.chain_of_thought:
             self.answer = dspy.ChainOfThought(AnswerQuestion)
         else:  # a short span: the output is capped (reasoning, when on, is not)
             self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def forward(self, question: str) -> dspy.Prediction:
-        top_k, signal = self.knobs["top_k"], self.knobs["rerank_signal"]
-        if self.knobs["rerank_pool"] == 0 and signal == "retriever":
+        top_k, signal = self.knobs.top_k, self.knobs.rerank_signal
+        if self.knobs.rerank_pool == 0 and signal == "retriever":
             hits = self.search(question, top_k)
         else:
-            pool = self.search(question, max(top_k, self.knobs["rerank_pool"]))
+            pool = self.search(question, max(top_k, self.knobs.rerank_pool))
             lm = self.own_lm()
             hits = rerank(question, pool, signal, top_k, lm=lm)
         hits = self.linked(hits)
@@ -65,15 +67,15 @@ class BasicRAG(NetcastProgram):
 
     def linked(self, hits: list) -> list:
         """The context's hits and, after them, up to ``links`` passages they name by title."""
-        if self.knobs["links"] == 0:
+        if self.knobs.links == 0:
             return hits
-        return hits + follow(hits, self.retriever.corpus, len(hits), self.knobs["links"])
+        return hits + follow(hits, self.retriever.corpus, len(hits), self.knobs.links)
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """``answer`` reads the record's gold answer from the top-k context retrieved for its
         question, gold passages swapped in for the last others where retrieval missed them."""
         gold = annotations.require(example, "gold_passages", self.name)
-        hits = self.linked(self.retriever.search(example.question, self.knobs["top_k"]))
+        hits = self.linked(self.retriever.search(example.question, self.knobs.top_k))
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         context = annotations.context_with_gold(found, gold, len(found))
         demo = dspy.Example(context=context, question=example.question, answer=example.answer)

@@ -92,16 +92,18 @@ class IRCoT(NetcastProgram):
             "direct", search=knobs.Choice(("direct", "cot"))
         )
 
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         self.reason = dspy.Predict(NextSentence)
-        if self.knobs["reader"] == "cot":
+        if self.knobs.reader == "cot":
             self.answer = dspy.ChainOfThought(AnswerQuestion)
         else:  # a short span: the output is capped (reasoning, when on, is not)
             self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def forward(self, question: str) -> dspy.Prediction:
-        k, cap = self.knobs["k"], self.knobs["max_paragraphs"]
+        k, cap = self.knobs.k, self.knobs.max_paragraphs
         session = self.search_session(question)
         record = trace.current()
         collected: dict[str, str] = {}  # chunk id -> paragraph, in the order collected
@@ -120,7 +122,7 @@ class IRCoT(NetcastProgram):
             record.add_turn(turn=0, action="search", sentence=None, **first)
         cot: list[str] = []
         cot_answer, stopped = None, "limit"
-        for step in range(1, self.knobs["max_steps"] + 1):
+        for step in range(1, self.knobs.max_steps + 1):
             try:
                 out = self.reason(
                     context=list(collected.values()), question=question, reasoning_so_far=list(cot)
@@ -136,7 +138,7 @@ class IRCoT(NetcastProgram):
                 break
             cot.append(sentence)
             cot_answer = stated_answer(sentence)
-            if cot_answer is not None or step == self.knobs["max_steps"]:
+            if cot_answer is not None or step == self.knobs.max_steps:
                 stopped = "answer" if cot_answer is not None else "limit"
                 if record is not None:
                     record.add_turn(
@@ -182,7 +184,7 @@ class IRCoT(NetcastProgram):
         gold passages name no supporting sentences (MuSiQue's), which teaches ``answer`` only
         (over the question's top-``k`` with the gold swapped in)."""
         gold = annotations.require(example, "gold_passages", self.name)
-        question, k, cap = example.question, self.knobs["k"], self.knobs["max_paragraphs"]
+        question, k, cap = example.question, self.knobs.k, self.knobs.max_paragraphs
         hits = self.retriever.search(question, k)
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)][:cap]
         chain = self.chain_order(example)

@@ -151,9 +151,11 @@ class Iterative(NetcastProgram):
         def _known_signal(cls, value: str | None) -> str | None:
             return value if value is None else valid_signal(value)
 
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
-        step = dspy.ChainOfThought if self.knobs["reasoning"] else dspy.Predict
+        step = dspy.ChainOfThought if self.knobs.reasoning else dspy.Predict
         self.decide = step(NextAction)
         self.delete_chunks = dspy.Predict(DeleteChunks)
         self.answer = dspy.Predict(FinalAnswer, max_tokens=ANSWER_TOKENS)
@@ -179,11 +181,11 @@ class Iterative(NetcastProgram):
     def fallback_hits(self, question: str, session) -> list[Hit]:
         """The first round's retrieval for the original question: its top-k, or (``combined``)
         the Top-K_max selection within the token budget."""
-        if self.knobs["initial"] != "budget":
-            return session.search(question, self.knobs["k"])
-        budget = int(self.knobs["token_budget"] or default_token_budget(self.context_window))
+        if self.knobs.initial != "budget":
+            return session.search(question, self.knobs.k)
+        budget = int(self.knobs.token_budget or default_token_budget(self.context_window))
         corpus = self.retriever.corpus
-        pool = candidate_hits(session.search, question, corpus, budget, self.knobs["pool_size"])
+        pool = candidate_hits(session.search, question, corpus, budget, self.knobs.pool_size)
         return budgeted_hits(pool, self.retriever.kind, budget)
 
     def filter_new(self, question: str, context: WorkingContext, hits: list[Hit]) -> list[str]:
@@ -213,14 +215,14 @@ class Iterative(NetcastProgram):
             return self.below_threshold(question, hits)[0]
         chosen = chosen_labels(list(raw or []), labels)
         below, best = self.below_threshold(question, hits)
-        if labels and len(chosen) == len(labels) and not self.knobs["allow_delete_all"]:
+        if labels and len(chosen) == len(labels) and not self.knobs.allow_delete_all:
             trace.check("delete_chunks", False, "deletes every chunk just retrieved")
             trace.withhold_demo(self.delete_chunks)  # not a demonstration to bootstrap
             return below
         trace.check("delete_chunks", True)
         deleted = [labels[label].chunk.id for label in chosen]
         deleted += [cid for cid in below if cid not in deleted]
-        if len(deleted) == len(hits) and not self.knobs["allow_delete_all"]:
+        if len(deleted) == len(hits) and not self.knobs.allow_delete_all:
             deleted.remove(best)  # the model dropped the signal's best, the scores the rest
         return deleted
 
@@ -228,7 +230,7 @@ class Iterative(NetcastProgram):
         """With ``delete_signal``: the ids of the chunks just retrieved whose score is below
         ``delete_below`` times the best (``relevance_scores``; a ``rerank`` stage of the
         trace), never the best one, and the best one's id; without: nothing."""
-        signal = self.knobs["delete_signal"]
+        signal = self.knobs.delete_signal
         if signal is None or not hits:
             return [], None
         lm = self.own_lm()
@@ -237,31 +239,31 @@ class Iterative(NetcastProgram):
         drops = [
             h.chunk.id
             for i, h in enumerate(hits)
-            if values[i] < self.knobs["delete_below"] and i != best
+            if values[i] < self.knobs.delete_below and i != best
         ]
         return drops, hits[best].chunk.id
 
     def forward(self, question: str) -> dspy.Prediction:
-        k = self.knobs
+        knobs = self.knobs
         record = trace.current()
         context = WorkingContext()
         session = self.search_session(question, self.contextualize)
         history: list[str] = []
         notes: list[str] = []
         searched = False
-        for turn in range(1, k["max_turns"] + 1):
+        for turn in range(1, knobs.max_turns + 1):
             decision = self.next_action(question, context, history, session.memory)
             if decision["reasoning"]:
                 notes.append(decision["reasoning"])
             action, query, forced = decision["action"], decision["query"], False
-            if action != "search" and not searched and k["search_first"]:
+            if action != "search" and not searched and knobs.search_first:
                 action, query, forced = "search", question, True
                 trace.count("decide", "fallbacks")
             searched_queries = {s["query"] for s in record.searches} if record else set()
             if (
                 action == "search"
-                and k["stop_on_repeat"]
-                and not k["dedup"]
+                and knobs.stop_on_repeat
+                and not knobs.dedup
                 and (query or question) in searched_queries
             ):
                 action = "answer"
@@ -269,15 +271,15 @@ class Iterative(NetcastProgram):
             step = {"turn": turn, "action": action, "forced": forced, "query": None}
             if action == "search":
                 query = query or question
-                hits = session.search(query, k["k"])
-                if k["fallback"] and not searched:  # guard against query drift (first round)
+                hits = session.search(query, knobs.k)
+                if knobs.fallback and not searched:  # guard against query drift (first round)
                     seen = {h.chunk.id for h in hits}
                     hits += [
                         h for h in self.fallback_hits(question, session) if h.chunk.id not in seen
                     ]
                 searched = True
                 new = [h for h in hits if h.chunk.id not in context]
-                deleted = self.filter_new(question, context, new) if k["delete"] and new else []
+                deleted = self.filter_new(question, context, new) if knobs.delete and new else []
                 added = [
                     h.chunk.id for h in new if h.chunk.id not in deleted and context.add(h.chunk)
                 ]
@@ -297,7 +299,7 @@ class Iterative(NetcastProgram):
         answer = self.answer(
             question=question,
             context=passages + session.memory,
-            notes=notes if k["notes"] else [],
+            notes=notes if knobs.notes else [],
         ).answer
         return dspy.Prediction(answer=answer, evidence=context.ids(), context=passages)
 
@@ -313,7 +315,7 @@ class Iterative(NetcastProgram):
         model's own words, which no annotation holds)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
-        hits = self.retriever.search(question, self.knobs["k"])
+        hits = self.retriever.search(question, self.knobs.k)
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         shown = annotations.marked_context_with_gold(found, gold, len(found))
         drop = [f"N{i}" for i, (_, source) in enumerate(shown, 1) if source is None]
@@ -364,3 +366,5 @@ class Combined(Iterative):
     class Knobs(Iterative.Knobs):
         initial: Literal["none", "budget"] = "budget"
         token_budget: int | None = knobs.knob(None, search=knobs.BudgetRange(), ge=1)
+
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>

@@ -85,9 +85,11 @@ class IterKey(NetcastProgram):
         # is still the first validated one
         stop_when_valid: bool = True
 
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
-        cot = self.knobs["variant"] == "cot"
+        cot = self.knobs.variant == "cot"
         # the paper's output limits per step (Table 14: keywords 50, answer 50, validation 30
         # tokens), plus what DSPy's field markers take; chain-of-thought steps are not capped
         keywords, answer, validation = (limit + FORMAT_TOKENS for limit in (50, 50, 30))
@@ -116,7 +118,7 @@ class IterKey(NetcastProgram):
         passage. Not taught: ``regenerate_from_document`` (which terms one document suggests
         is not in the record), and the ``cot`` variant's reasoning (the demos have none)."""
         gold = annotations.require(example, "gold_passages", self.name)
-        question, k = example.question, self.knobs["k"]
+        question, k = example.question, self.knobs.k
         titles = list(dict.fromkeys(re.sub(r"\s*\([^)]*\)\s*$", "", p["title"]) for p in gold))
         keywords = titles + question_keywords(question, titles)
         written = json.dumps(keywords, ensure_ascii=False)
@@ -163,7 +165,7 @@ class IterKey(NetcastProgram):
 
     def check(self, question: str, answer: str, documents: list[str]) -> tuple[bool, float]:
         """(validated, P(True)); in text mode P(True) is 1.0 or 0.0."""
-        if self.knobs["validation"] == "logprobs":
+        if self.knobs.validation == "logprobs":
             predictor = self.validate_next_token
             inputs = {"question": question, "documents": documents, "answer": answer}
             # the predictor's demos (a compile's) enter the prompt as in any DSPy step
@@ -172,7 +174,7 @@ class IterKey(NetcastProgram):
             p = p_true(lm, messages, "[[ ## is_correct ## ]]\n")
             if p is None:  # neither verdict among the model's next tokens: nothing validates
                 trace.count("validate_next_token", "fallbacks")
-            verdict = p is not None and p >= self.knobs["threshold"]
+            verdict = p is not None and p >= self.knobs.threshold
             if dspy.settings.trace is not None:
                 # recorded as Predict records its calls, so a compile (BootstrapFewShot and the
                 # optimizers built on it) can turn a successful verdict into a demonstration
@@ -189,7 +191,7 @@ class IterKey(NetcastProgram):
         return verdict, float(verdict)
 
     def next_keywords(self, question: str, keywords: list[str], documents: list[str]):
-        if self.knobs["variant"] == "doc_by_doc":
+        if self.knobs.variant == "doc_by_doc":
             found: list[str] = []
             for document in documents:
                 out = self.regenerate_from_document(
@@ -206,8 +208,8 @@ class IterKey(NetcastProgram):
         seen_keywords: set[str] = set()
         seen_docs: set[str] = set()
         tries = []
-        for iteration in range(1, knobs["max_iters"] + 1):
-            hits = self.search(" ".join([question, *keywords]), knobs["k"])
+        for iteration in range(1, knobs.max_iters + 1):
+            hits = self.search(" ".join([question, *keywords]), knobs.k)
             documents = self.passages(hits)
             answer = self.answer(context=documents, question=question).answer
             valid, probability = self.check(question, answer, documents)
@@ -228,15 +230,15 @@ class IterKey(NetcastProgram):
                     p_true=probability,
                 )
             tries.append((answer, probability, ids, documents, valid))
-            if valid and knobs["stop_when_valid"]:
+            if valid and knobs.stop_when_valid:
                 break
-            if iteration < knobs["max_iters"]:
+            if iteration < knobs.max_iters:
                 keywords = self.next_keywords(question, keywords, documents)
         first_valid = next((i for i, t in enumerate(tries) if t[4]), None)
         validated = first_valid is not None
         if validated:
             answer, _, ids, documents, _ = tries[first_valid]
-        elif knobs["on_fail"] == "last":
+        elif knobs.on_fail == "last":
             answer, _, ids, documents, _ = tries[-1]
         else:  # the most probable answer; among equals (text mode: all 0.0) the latest
             best = max(range(len(tries)), key=lambda i: (tries[i][1], i))

@@ -114,6 +114,8 @@ class KnowledgeAware(NetcastProgram):
         def _known_signal(cls, value: str) -> str:
             return valid_signal(value)
 
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         self.plan = dspy.Predict(PlanQuery)
@@ -128,11 +130,11 @@ class KnowledgeAware(NetcastProgram):
         choice; every other candidate, and every other competitive agent, is an independent
         sample (``sample_temperature``, its own seed and DSPy rollout), so candidates and agents
         can differ and roles can emerge."""
-        sample = agent * (self.knobs["candidates"] + 1) + attempt
+        sample = agent * (self.knobs.candidates + 1) + attempt
         if sample == 0:
             return {}
         return {
-            "temperature": self.knobs["sample_temperature"],
+            "temperature": self.knobs.sample_temperature,
             "rollout_id": sample,
             "seed": sample,
         }
@@ -147,10 +149,10 @@ class KnowledgeAware(NetcastProgram):
         focus = f"{gap} (approach: {perspective})" if perspective else gap
         history = list(state.history)
         candidates: list[str] = []
-        n = self.knobs["candidates"]
+        n = self.knobs.candidates
         for attempt in range(n + 1):
             fresh_found = any(
-                not knowledge.is_redundant(q, state.history, self.knobs["diversity_threshold"])
+                not knowledge.is_redundant(q, state.history, self.knobs.diversity_threshold)
                 for q in candidates
             )
             if attempt == n and fresh_found:
@@ -169,10 +171,10 @@ class KnowledgeAware(NetcastProgram):
             if query and query not in candidates:
                 candidates.append(query)
             if not query or knowledge.is_redundant(
-                query, state.history, self.knobs["diversity_threshold"]
+                query, state.history, self.knobs.diversity_threshold
             ):
                 history.append(f"{query} (too similar to an earlier query)")
-        weight = self.knobs["diversity_weight"]
+        weight = self.knobs.diversity_weight
         scored = [
             (knowledge.diversity_score(q, state.history, state.required, weight), q)
             for q in candidates
@@ -202,7 +204,7 @@ class KnowledgeAware(NetcastProgram):
                 question=question, known=state.known, required=state.required, passages=shown
             )
             facts, unsupported = knowledge.verified_facts(
-                list(out.known_facts or []), seen, self.knobs["cite"], self.knobs["fact_support"]
+                list(out.known_facts or []), seen, self.knobs.cite, self.knobs.fact_support
             )
             gaps = parse_list(list(out.still_required or []))
         except AdapterParseError:
@@ -213,7 +215,7 @@ class KnowledgeAware(NetcastProgram):
         for _ in unsupported:
             trace.check("extract", False, "no valid citation")
         before = list(state.known)
-        if self.knobs["revise_known"]:
+        if self.knobs.revise_known:
             state.known = list(dict.fromkeys(facts))
         else:
             state.known += [f for f in facts if f not in state.known]
@@ -230,7 +232,7 @@ class KnowledgeAware(NetcastProgram):
         corpus = self.retriever.corpus
         shown_chunks = {state.label(h.chunk): h.chunk for h in hits}
         shown = [f"[{lab}] {format_passage(c.title, c.text)}" for lab, c in shown_chunks.items()]
-        if self.knobs["refilter"]:
+        if self.knobs.refilter:
             for cid, segments in state.segments.items():
                 label = state.label(corpus[cid])
                 shown.append(f"[{label}] {format_passage(corpus[cid].title, ' … '.join(segments))}")
@@ -246,15 +248,15 @@ class KnowledgeAware(NetcastProgram):
             trace.count("filter", "fallbacks")  # the context stays as it was
             return {"kept": [], "rejected_segments": []}
         kept, not_verbatim = knowledge.verified_segments(
-            segments, shown_chunks, self.knobs["match"], self.knobs["match_threshold"]
+            segments, shown_chunks, self.knobs.match, self.knobs.match_threshold
         )
         for _ in kept:
             trace.check("filter", True)
         for _ in not_verbatim:
             trace.check("filter", False, "not a copy of the cited passage")
-        if self.knobs["refilter"] and kept:
+        if self.knobs.refilter and kept:
             state.segments = {}
-        elif self.knobs["refilter"]:
+        elif self.knobs.refilter:
             trace.count("filter", "fallbacks")  # nothing usable: keep the context as it was
         for chunk, segment in kept:
             state.keep(chunk, segment)
@@ -275,7 +277,7 @@ class KnowledgeAware(NetcastProgram):
         if query is None:
             return {**record, "stalled": True, "returned": []}
         state.history.append(query)
-        hits = session.search(query, self.knobs["k"])
+        hits = session.search(query, self.knobs.k)
         record["returned"] = [h.chunk.id for h in hits]
         if hits:
             record.update(self.update_knowledge(question, state, hits))
@@ -283,7 +285,7 @@ class KnowledgeAware(NetcastProgram):
         return {**record, "known": list(state.known), "required": list(state.required)}
 
     def perspective(self, agent: int) -> str:
-        multi = self.knobs["n_agents"] > 1 and self.knobs["perspectives"]
+        multi = self.knobs.n_agents > 1 and self.knobs.perspectives
         return PERSPECTIVES[agent] if multi else ""
 
     # --- rounds ----------------------------------------------------------------------------
@@ -318,7 +320,7 @@ class KnowledgeAware(NetcastProgram):
         """The agents share one state and act in turn, each on the next open gap, so each
         plans from what the one before it found."""
         results, attempted = [], set()
-        for agent in range(self.knobs["n_agents"]):
+        for agent in range(self.knobs.n_agents):
             gaps = [g for g in state.required if g not in attempted]
             if not gaps:
                 break
@@ -330,19 +332,19 @@ class KnowledgeAware(NetcastProgram):
     # --- the cycle -------------------------------------------------------------------------
 
     def forward(self, question: str) -> dspy.Prediction:
-        n = self.knobs["n_agents"]
+        n = self.knobs.n_agents
         record = trace.current()
-        collaborative = self.knobs["mode"] == "collaborative"
+        collaborative = self.knobs.mode == "collaborative"
         states = [
             knowledge.AgentState(required=[question]) for _ in range(1 if collaborative else n)
         ]
         sessions = [self.search_session(question) for _ in states]
         step = 0
-        for step in range(1, self.knobs["max_steps"] + 1):
+        for step in range(1, self.knobs.max_steps + 1):
             if collaborative:
                 results = self.collaborative_round(question, states[0], sessions[0])
             else:
-                workers = n if self.knobs["concurrent"] else 1
+                workers = n if self.knobs.concurrent else 1
                 results = self.competitive_round(question, states, sessions, workers, step, record)
             if record is not None:
                 for agent, result in results:
@@ -385,7 +387,7 @@ class KnowledgeAware(NetcastProgram):
         passage (MuSiQue's): its facts are not in the record."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
-        hits = self.retriever.search(question, self.knobs["k"])
+        hits = self.retriever.search(question, self.knobs.k)
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         shown = annotations.marked_context_with_gold(found, gold, len(found))
         facts: dict[str, str] = {}  # gold passage id -> its cited fact
@@ -441,7 +443,7 @@ class KnowledgeAware(NetcastProgram):
 
     def generator_lm(self):
         """The separate generator named by ``generator_model`` (made once), or None."""
-        name = self.knobs["generator_model"]
+        name = self.knobs.generator_model
         if not name:
             return None
         if getattr(self, "_generator", None) is None or self._generator.model != name:

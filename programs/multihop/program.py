@@ -50,16 +50,18 @@ class MultiHop(NetcastProgram):
         max_hops: int = knobs.knob(2, search=knobs.IntRange(1, 4), ge=1)
         passages_per_hop: int = knobs.knob(3, search=knobs.IntRange(1, 6), ge=1)
 
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         # one query writer per hop, as in the tutorial (each is compiled on its own)
         self.generate_query = [
-            dspy.ChainOfThought(GenerateSearchQuery) for _ in range(self.knobs["max_hops"])
+            dspy.ChainOfThought(GenerateSearchQuery) for _ in range(self.knobs.max_hops)
         ]
         self.generate_answer = dspy.ChainOfThought(GenerateAnswer)
 
     def forward(self, question: str) -> dspy.Prediction:
-        k = self.knobs["passages_per_hop"]
+        k = self.knobs.passages_per_hop
         session = self.search_session(question)
         record = trace.current()
         context: list[str] = []
@@ -102,12 +104,12 @@ class MultiHop(NetcastProgram):
         the demos have none), and a hop once every gold passage is in the context or has had
         its query (a record with two gold passages teaches hops 1 and 2 at most)."""
         gold = annotations.require(example, "gold_passages", self.name)
-        question, k = example.question, self.knobs["passages_per_hop"]
+        question, k = example.question, self.knobs.passages_per_hop
         targets = annotations.gold_queries(example)
         found: list[tuple[str, str]] = []  # (chunk id, passage) collected by the taught hops
         asked: set[str] = set()  # gold passages a taught query has gone after
         demos: dict[str, list[dspy.Example]] = {}
-        for hop in range(self.knobs["max_hops"]):
+        for hop in range(self.knobs.max_hops):
             have = {doc_id_of_chunk(cid) for cid, _ in found}
             todo = [(p, q) for p, q in targets if p["id"] not in have | asked]
             if not todo:

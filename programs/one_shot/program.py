@@ -110,33 +110,35 @@ class OneShot(NetcastProgram):
         def _known_signal(cls, value: str) -> str:
             return valid_signal(value)
 
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         self.crop_chunk = dspy.Predict(CropChunk)
         self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def budget(self) -> int:
-        return int(self.knobs["token_budget"] or default_token_budget(self.context_window))
+        return int(self.knobs.token_budget or default_token_budget(self.context_window))
 
     def candidates(self, question: str, budget: int) -> tuple[list[Candidate], list[Candidate]]:
         """One search: the candidate pool (``budget_pool`` of a ``pool_depth`` search, or the
         top ``pool_size``) and, with the filter on, the ``wide_pool`` ranks just past it."""
-        k = self.knobs
-        wide = k["wide_pool"] if k["filter"] else 0
-        depth = k["pool_size"] or pool_depth(
-            budget, mean_chunk_tokens(self.retriever.corpus), k["pool_factor"]
+        knobs = self.knobs
+        wide = knobs.wide_pool if knobs.filter else 0
+        depth = knobs.pool_size or pool_depth(
+            budget, mean_chunk_tokens(self.retriever.corpus), knobs.pool_factor
         )
         hits = self.search(question, depth + wide)
-        if k["pool_size"]:
+        if knobs.pool_size:
             pool = hits[:depth]
         else:
-            pool = budget_pool(hits[:depth], budget, k["pool_factor"])
+            pool = budget_pool(hits[:depth], budget, knobs.pool_factor)
         ranked = hits[: len(pool) + wide]
-        if k["relevance_signal"] == "retriever":
+        if knobs.relevance_signal == "retriever":
             scores = [h.score for h in ranked]
         else:  # the wider ranks (the filter's add step) keep the pool's worst value
             lm = self.own_lm()
-            scores = relevance_scores(question, pool, k["relevance_signal"], lm=lm)
+            scores = relevance_scores(question, pool, knobs.relevance_signal, lm=lm)
             scores += [min(scores, default=0.0)] * (len(ranked) - len(pool))
         rel = relevance(scores, self.retriever.kind)
         everything = [
@@ -146,17 +148,17 @@ class OneShot(NetcastProgram):
         return everything[: len(pool)], everything[len(pool) :]
 
     def forward(self, question: str) -> dspy.Prediction:
-        k = self.knobs
+        knobs = self.knobs
         budget = self.budget()
         pool, wider = self.candidates(question, budget)
         record = trace.current()
         pool_tokens = sum(c.tokens for c in pool)
 
-        if k["filter"]:
+        if knobs.filter:
             pool = self.filter_pool(question, pool, wider, budget, record)
-        if k["crop"]:
+        if knobs.crop:
             self.crop_selected(question, pool, budget, record)
-        chosen = fill(pool, budget, k["selector"], k["resolution"])
+        chosen = fill(pool, budget, knobs.selector, knobs.resolution)
         if record is not None:
             record.add_stage(
                 "select",
@@ -180,7 +182,7 @@ class OneShot(NetcastProgram):
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
         pool, _ = self.candidates(question, self.budget())
-        chosen = fill(pool, self.budget(), self.knobs["selector"], self.knobs["resolution"])
+        chosen = fill(pool, self.budget(), self.knobs.selector, self.knobs.resolution)
         found = [(c.chunk.id, format_passage(c.chunk.title, c.text)) for c in chosen]
         context = annotations.context_with_gold(found, gold, len(found))
         demos = {
@@ -218,7 +220,7 @@ class OneShot(NetcastProgram):
         """Drop rejected chunks, then add chunks that cover query entities the selection
         lacks: first the kept chunks the budget did not select (they rank better), then the
         ranks past the pool. An added chunk is forced into the selection."""
-        rules = self.knobs["filter_rules"]
+        rules = self.knobs.filter_rules
         query = chunk_filter.extract(question)
         metas = {id(c): chunk_filter.chunk_meta(c.chunk) for c in pool + wider}
         kept, reasons = [], {}
@@ -229,13 +231,13 @@ class OneShot(NetcastProgram):
                 reasons[key] = reasons.get(key, 0) + 1
             else:
                 kept.append(c)
-        chosen = fill(kept, budget, self.knobs["selector"], self.knobs["resolution"])
+        chosen = fill(kept, budget, self.knobs.selector, self.knobs.resolution)
         missing = chunk_filter.missing_entities(query, [metas[id(c)] for c in chosen])
         chosen_ids = {id(c) for c in chosen}
         spare = [c for c in kept if id(c) not in chosen_ids] + list(wider)
         added: list[Candidate] = []
         for entity in missing:
-            if len(added) >= self.knobs["max_added"]:
+            if len(added) >= self.knobs.max_added:
                 break
             for c in spare:
                 meta = metas[id(c)]
@@ -272,7 +274,7 @@ class OneShot(NetcastProgram):
         while True:
             todo = [
                 c
-                for c in fill(pool, budget, self.knobs["selector"], self.knobs["resolution"])
+                for c in fill(pool, budget, self.knobs.selector, self.knobs.resolution)
                 if not c.crop_tried
             ]
             if not todo:
@@ -283,14 +285,14 @@ class OneShot(NetcastProgram):
                 kept = verified_crop(
                     c.text,
                     str(proposal or ""),
-                    self.knobs["crop_match"],
-                    self.knobs["crop_threshold"],
+                    self.knobs.crop_match,
+                    self.knobs.crop_threshold,
                 )
                 before += c.tokens
                 trace.check("crop_chunk", kept is not None, "not the chunk's own sentences")
                 if kept is None:
                     counts["rejected"] += 1
-                elif kept == DROP and self.knobs["crop_drops"]:
+                elif kept == DROP and self.knobs.crop_drops:
                     pool.remove(c)
                     counts["dropped"] += 1
                     continue

@@ -48,6 +48,8 @@ class SearchR1(NetcastProgram):
         def _known_signal(cls, value: str) -> str:
             return valid_signal(value)
 
+    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         self.step = dspy.ChainOfThought(ReasonAndAct)
@@ -66,7 +68,7 @@ class SearchR1(NetcastProgram):
         own words; the demos' memory is empty), which no annotation holds."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
-        hits = self.retriever.search(question, self.knobs["k"])
+        hits = self.retriever.search(question, self.knobs.k)
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         context = annotations.context_with_gold(found, gold, len(found))
 
@@ -97,13 +99,13 @@ class SearchR1(NetcastProgram):
 
     def forward(self, question: str) -> dspy.Prediction:
         knobs = self.knobs
-        memory_on = bool(knobs["contextualize"])
+        memory_on = bool(knobs.contextualize)
         session = self.search_session(question, self.contextualize)
         record = trace.current()
         everything: list[str] = []  # every passage retrieved, for the evidence and the answer
         latest: list[str] = []
         steps: list[str] = []  # the reasoning trace: think / search / information entries
-        for turn in range(1, knobs["max_turns"] + 2):
+        for turn in range(1, knobs.max_turns + 2):
             try:
                 out = self.step(
                     question=question,
@@ -117,17 +119,17 @@ class SearchR1(NetcastProgram):
                 out, action, reasoning = None, "unparsed", ""
             if reasoning:
                 steps.append(f"think: {reasoning}")
-            forced = action != "search" and not everything and knobs["search_first"]
+            forced = action != "search" and not everything and knobs.search_first
             if forced:  # nothing retrieved yet: the agent searches before it answers
                 trace.count("step", "fallbacks")
             elif action == "answer" and str(out.answer or "").strip():
                 if record is not None:
                     record.add_turn(turn=turn, action="answer", query=None, returned=[])
                 return self._prediction(str(out.answer), session, everything)
-            elif action != "search" or turn > knobs["max_turns"]:
+            elif action != "search" or turn > knobs.max_turns:
                 break  # unreadable, or the search budget is spent: answer below
             query = question if forced else (str(out.query or "").strip() or question)
-            hits = session.search(query, knobs["k"])
+            hits = session.search(query, knobs.k)
             latest = self.passages(hits)
             everything += latest
             steps.append(f"search: {query}")

@@ -2,8 +2,11 @@
 when a program is built, with one line naming the knob; every program's search space comes from
 its declared ranges."""
 
+import json
+
 import optuna
 import pytest
+from pydantic import ValidationError
 
 from netcast.errors import InputError
 from netcast.programs import PROGRAMS, BasicRAG, OneShot
@@ -42,8 +45,23 @@ def test_a_value_outside_a_knobs_choices_is_refused(bm25):
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_defaults_are_the_knobs_a_program_gets(name, bm25):
     cls = PROGRAMS[name]
-    assert cls(bm25).knobs == cls.knob_defaults()
-    assert cls(bm25, **cls.knob_defaults()).knobs == cls.knob_defaults()
+    assert cls(bm25).knobs.model_dump() == cls.knob_defaults()
+    assert cls(bm25, **cls.knob_defaults()).knobs.model_dump() == cls.knob_defaults()
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_program_holds_its_knobs_as_its_model_and_rebuilds_from_their_stored_dict(name, bm25):
+    """``program.knobs`` is the strategy's Knobs model (read by attribute, fixed once built);
+    its dict, as a recipe stores it in JSON, builds the same program knobs again."""
+    cls = PROGRAMS[name]
+    program = cls(bm25)
+    assert type(program.knobs) is cls.Knobs
+    first = next(iter(cls.Knobs.model_fields))
+    assert getattr(program.knobs, first) == cls.knob_defaults()[first]
+    with pytest.raises(ValidationError, match="frozen"):
+        setattr(program.knobs, first, cls.knob_defaults()[first])
+    stored = json.loads(json.dumps(program.knobs.model_dump()))
+    assert cls(bm25, **stored).knobs == program.knobs
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -56,8 +74,8 @@ def test_search_space_from_a_fixed_trial_gives_knobs_the_program_accepts(name, b
         fixed = cls.search_space(optuna.trial.FixedTrial(sampled))
         assert fixed == sampled
         program = cls(bm25, **fixed)
-        assert {k: program.knobs[k] for k in fixed} == fixed
-        assert set(program.knobs) == set(cls.knob_defaults())
+        assert {k: getattr(program.knobs, k) for k in fixed} == fixed
+        assert set(program.knobs.model_dump()) == set(cls.knob_defaults())
 
 
 class SmallModel:

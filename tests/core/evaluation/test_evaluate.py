@@ -113,13 +113,18 @@ def test_a_run_saved_before_a_knob_was_added_resumes_only_at_its_default(
     older = {"knobs": {"top_k": 5, "chain_of_thought": False}}  # before rerank_pool existed
     (tmp_path / "run.json").write_text(json.dumps(older))
     program = BasicRAG(bm25, top_k=5, chain_of_thought=False)
-    info = {"knobs": program.knobs}
+    info = {"knobs": program.knobs.model_dump()}
     assert "rerank_pool" in info["knobs"]
     result = evaluate(program, examples()[:1], run_dir=tmp_path, run_info=info, progress=False)
     assert result.aggregate["n"] == 1
     changed = BasicRAG(bm25, top_k=5, chain_of_thought=False, rerank_pool=10)
     with pytest.raises(InputError, match="different run.*knobs"):
-        evaluate(changed, examples()[:1], run_dir=tmp_path, run_info={"knobs": changed.knobs})
+        evaluate(
+            changed,
+            examples()[:1],
+            run_dir=tmp_path,
+            run_info={"knobs": changed.knobs.model_dump()},
+        )
 
 
 def test_failures_are_reported_kept_out_of_the_log_and_retried(

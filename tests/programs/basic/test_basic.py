@@ -41,7 +41,7 @@ def test_knobs_defaults_search_space_and_registry(bm25):
         "rerank_signal": "retriever",
         "links": 0,
     }
-    assert BasicRAG(bm25).knobs == defaults and BasicRAG.knob_defaults() == defaults
+    assert BasicRAG(bm25).knobs.model_dump() == defaults and BasicRAG.knob_defaults() == defaults
     with pytest.raises(InputError, match="basic: unknown knob 'topk'"):
         BasicRAG(bm25, topk=3)
     fixed = {"top_k": 3, "chain_of_thought": True, "links": 2}

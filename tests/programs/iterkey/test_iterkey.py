@@ -163,7 +163,7 @@ def test_forced_decoding_asks_the_model_the_program_is_bound_to(scripted_lm, bm2
 
 def test_the_papers_settings_are_the_defaults(bm25):
     program = IterKey(bm25)
-    assert program.knobs["validation"] == "logprobs" and program.knobs["threshold"] == 0.5
+    assert program.knobs.validation == "logprobs" and program.knobs.threshold == 0.5
     assert "your own\nknowledge" in program.answer.signature.instructions
     limits = {name: p.config.get("max_tokens") for name, p in program.named_predictors()}
     assert limits["generate"] == limits["answer"] == 70 and limits["validate"] == 50

@@ -26,7 +26,7 @@ def test_default_stops_at_the_first_true(scripted_lm, bm25):
     respond, left = script(["False", "True", "False", "True", "False"])
     scripted_lm(respond)
     prediction = IterKey(bm25, validation="text")(question="capital of France?")
-    assert IterKey(bm25).knobs["stop_when_valid"] is True
+    assert IterKey(bm25).knobs.stop_when_valid is True
     assert prediction.iterations == 2 and prediction.answer == "answer 2"
     assert len(left) == 3  # three verdicts never asked for
 

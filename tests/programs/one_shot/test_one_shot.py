@@ -135,9 +135,9 @@ def test_default_budget_scales_to_the_model_and_knobs(scripted_lm, lake, monkeyp
     assert OneShot(lake, lm=lm).budget() == 32_000  # a litellm-style model with 128k context
     assert OneShot(lake).budget() == 2048  # no lm: the embedded model's 8,192 / 4
     program = OneShot(lake, lm=lm)
-    assert program.knobs["selector"] == "exact"
-    assert program.knobs["pool_size"] is None and program.knobs["pool_factor"] == 2.0
-    assert program.knobs["wide_pool"] == 50
+    assert program.knobs.selector == "exact"
+    assert program.knobs.pool_size is None and program.knobs.pool_factor == 2.0
+    assert program.knobs.wide_pool == 50
 
 
 def test_a_crop_saying_nothing_helps_drops_the_chunk_and_the_budget_refills(scripted_lm, lake):
