@@ -21,12 +21,12 @@ committed specs). A bad spec is one line naming the file and the field."""
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import tomllib
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from netcast.errors import InputError
