@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from netcast.errors import InputError
 from netcast.programs.shared.budget import budget_range
+from netcast.programs.shared.rerank import valid_signal
 
 
 class Knobs(BaseModel):
@@ -33,6 +34,28 @@ K = TypeVar("K", bound=Knobs)
 def knob(default: Any, search: Any = None, **field: Any) -> Any:
     """A knob with its default and, optionally, the range ``search_space`` tunes it over."""
     return Field(default, json_schema_extra={"search": search} if search else None, **field)
+
+
+# Knobs several strategies share, declared once as field types (``rerank_pool: knobs.RerankPool
+# = 0``); a strategy adds a search range where it has measured one (``knobs.knob(0, search=...)``).
+
+Signal = Annotated[str, AfterValidator(valid_signal)]
+"""A ``programs.shared.rerank`` signal: retriever, dense, likelihood, verdict, or rrf:a+b of
+them. Model signals cost a call per candidate, so no signal knob has a search range."""
+
+OptionalSignal = Annotated[
+    str | None, AfterValidator(lambda value: value if value is None else valid_signal(value))
+]
+"""A ``Signal``, or ``None`` for none."""
+
+RerankPool = Annotated[int, Field(ge=0)]
+"""The precision step in front of a search's results (``programs.shared.search``): fetch this
+many candidates and keep the k that the ``rerank_signal`` knob scores best (0: none, the top
+k are fetched)."""
+
+Links = Annotated[int, Field(ge=0)]
+"""The link hop after a search (``programs.shared.links``): up to this many passages that its
+results name by title join them (0: none)."""
 
 
 @dataclass(frozen=True)

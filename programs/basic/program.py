@@ -12,38 +12,29 @@ switch it on where it measures better."""
 from __future__ import annotations
 
 import dspy
-from pydantic import field_validator
 
 from netcast.programs import knobs
 from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.shared import annotations
 from netcast.programs.shared.links import follow
-from netcast.programs.shared.rerank import rerank, valid_signal
+from netcast.programs.shared.rerank import rerank
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 
 @register
 class BasicRAG(NetcastProgram):
     name = "basic"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
         top_k: int = knobs.knob(5, search=knobs.IntRange(1, 10), ge=1)
         chain_of_thought: bool = knobs.knob(False, search=knobs.Choice((False, True)))
-        # candidates fetched before keeping top_k (0: none, top_k are fetched), and the signal
-        # that picks them (programs.shared.rerank: retriever, dense, likelihood, verdict,
-        # rrf:a+b); no search range: model signals cost a call per candidate
-        rerank_pool: int = knobs.knob(0, ge=0)
-        rerank_signal: str = "retriever"
-        # passages the top_k ones name by title, added after them (0: none)
-        links: int = knobs.knob(0, search=knobs.IntRange(0, 3), ge=0)
-
-        @field_validator("rerank_signal")
-        @classmethod
-        def _known_signal(cls, value: str) -> str:
-            return valid_signal(value)
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+        # the precision step (candidates fetched before keeping top_k) and the link hop
+        # (passages the top_k ones name by title, added after them): see programs.knobs
+        rerank_pool: knobs.RerankPool = 0
+        rerank_signal: knobs.Signal = "retriever"
+        links: knobs.Links = knobs.knob(0, search=knobs.IntRange(0, 3))
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)

@@ -78,6 +78,7 @@ def _names(text: str, phrase: str) -> bool:
 @register
 class IRCoT(NetcastProgram):
     name = "ircot"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
         # paragraphs a retrieval returns (K): the configs' 6; the paper's grid is {2, 4, 6, 8}
@@ -91,8 +92,6 @@ class IRCoT(NetcastProgram):
         reader: Literal["direct", "cot"] = knobs.knob(
             "direct", search=knobs.Choice(("direct", "cot"))
         )
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)

@@ -35,7 +35,6 @@ from typing import Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
-from pydantic import field_validator
 
 from netcast import trace
 from netcast.corpus import Chunk, doc_id_of_chunk, format_passage
@@ -50,7 +49,7 @@ from netcast.programs.shared.budget import (
     default_token_budget,
     relevance,
 )
-from netcast.programs.shared.rerank import relevance_scores, valid_signal
+from netcast.programs.shared.rerank import relevance_scores
 from netcast.retrievers.base import Hit
 from netcast.signatures import ANSWER_TOKENS, Contextualize
 
@@ -111,6 +110,7 @@ def chosen_labels(raw: list[str], labels: dict[str, Hit]) -> list[str]:
 @register
 class Iterative(NetcastProgram):
     name = "iterative"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
         max_turns: int = knobs.knob(5, search=knobs.IntRange(1, 8), ge=1)
@@ -140,18 +140,10 @@ class Iterative(NetcastProgram):
         # a score threshold beside the model's own deletion: with a programs.shared.rerank
         # signal, a chunk just retrieved whose score is below delete_below times the best of
         # its retrieval is dropped too (the best never is); None: the model's deletion only
-        delete_signal: str | None = None
+        delete_signal: knobs.OptionalSignal = None
         delete_below: float = knobs.knob(0.5, ge=0.0, le=1.0)
-        # a link hop after each search (programs.shared.search): up to `links` passages its
-        # results name by title join them (0: none); no search range yet: unmeasured here
-        links: int = knobs.knob(0, ge=0)
-
-        @field_validator("delete_signal")
-        @classmethod
-        def _known_signal(cls, value: str | None) -> str | None:
-            return value if value is None else valid_signal(value)
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+        # the link hop of each search (programs.knobs); no search range yet: unmeasured here
+        links: knobs.Links = 0
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
@@ -362,9 +354,8 @@ class Combined(Iterative):
     the token-budgeted Top-K_max selection instead of its top-k; otherwise ``iterative``."""
 
     name = "combined"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(Iterative.Knobs):
         initial: Literal["none", "budget"] = "budget"
         token_budget: int | None = knobs.knob(None, search=knobs.BudgetRange(), ge=1)
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>

@@ -65,6 +65,7 @@ def keywords_of(raw: object) -> list[str]:
 @register
 class IterKey(NetcastProgram):
     name = "iterkey"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
         max_iters: int = knobs.knob(5, search=knobs.IntRange(1, 5), ge=1)
@@ -84,8 +85,6 @@ class IterKey(NetcastProgram):
         # False: keep iterating after a True up to max_iters (Table 9); the answer returned
         # is still the first validated one
         stop_when_valid: bool = True
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)

@@ -32,7 +32,6 @@ from typing import Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
-from pydantic import field_validator
 
 from netcast import trace
 from netcast.corpus import format_passage
@@ -50,7 +49,6 @@ from netcast.programs.knowledge.signatures import (
 from netcast.programs.registry import register
 from netcast.programs.shared import annotations
 from netcast.programs.shared.lists import parse_list
-from netcast.programs.shared.rerank import valid_signal
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 # With ``perspectives``, competitive agents plan from these fixed angles.
@@ -64,6 +62,7 @@ PERSPECTIVES = (
 @register
 class KnowledgeAware(NetcastProgram):
     name = "knowledge"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
         # the paper observed 4.9 steps on average, up to 6
@@ -100,21 +99,11 @@ class KnowledgeAware(NetcastProgram):
         # fact_support of its content words, and cites that passage for it
         cite: Literal["explicit", "inferred"] = "inferred"
         fact_support: float = knobs.knob(0.8, ge=0.5, le=1.0)
-        # a precision step in front of each search's results (programs.shared.search): fetch
-        # rerank_pool candidates, keep the k that rerank_signal scores best against the query
-        # (0: none, the top k); no search range: model signals cost a call per candidate
-        rerank_pool: int = knobs.knob(0, ge=0)
-        rerank_signal: str = "retriever"
-        # a link hop after each search (programs.shared.search): up to `links` passages its
-        # results name by title join them (0: none); no search range yet: unmeasured here
-        links: int = knobs.knob(0, ge=0)
-
-        @field_validator("rerank_signal")
-        @classmethod
-        def _known_signal(cls, value: str) -> str:
-            return valid_signal(value)
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+        # the precision step and the link hop of each search (programs.knobs); no search
+        # range for links yet: unmeasured here
+        rerank_pool: knobs.RerankPool = 0
+        rerank_signal: knobs.Signal = "retriever"
+        links: knobs.Links = 0
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)

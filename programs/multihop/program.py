@@ -42,6 +42,7 @@ from netcast.programs.shared import annotations
 @register
 class MultiHop(NetcastProgram):
     name = "multihop"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
         # the tutorial's SimplifiedBaleen(passages_per_hop=3, max_hops=2); ranges up to the Hop
@@ -49,8 +50,6 @@ class MultiHop(NetcastProgram):
         # model's 8,192-token window with room for the answer's reasoning)
         max_hops: int = knobs.knob(2, search=knobs.IntRange(1, 4), ge=1)
         passages_per_hop: int = knobs.knob(3, search=knobs.IntRange(1, 6), ge=1)
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)

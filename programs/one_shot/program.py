@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import dspy
-from pydantic import field_validator
 
 from netcast import trace
 from netcast.corpus import Chunk, format_passage
@@ -39,7 +38,7 @@ from netcast.programs.shared.budget import (
     relevance,
     select,
 )
-from netcast.programs.shared.rerank import relevance_scores, valid_signal
+from netcast.programs.shared.rerank import relevance_scores
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
 
 Rule = Literal["declared_year", "declared_region", "text_year", "text_date", "entity_alignment"]
@@ -76,6 +75,7 @@ def fill(
 @register
 class OneShot(NetcastProgram):
     name = "one_shot"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
         # None: the paper's 32k scaled to the model (a quarter of its context window)
@@ -101,16 +101,8 @@ class OneShot(NetcastProgram):
         crop_threshold: float = knobs.knob(0.9, ge=0.5, le=1.0)
         crop_drops: bool = True  # "no sentence helps" removes the chunk (paper, Table 2)
         # the knapsack's relevance values (Eq. 1's r_i): the retriever's scores (the paper's),
-        # or a programs.shared.rerank signal over the pool; no search range: model signals
-        # cost a call per pooled chunk
-        relevance_signal: str = "retriever"
-
-        @field_validator("relevance_signal")
-        @classmethod
-        def _known_signal(cls, value: str) -> str:
-            return valid_signal(value)
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+        # or a programs.shared.rerank signal over the pool (programs.knobs.Signal)
+        relevance_signal: knobs.Signal = "retriever"
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)

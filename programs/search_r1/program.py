@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
-from pydantic import field_validator
 
 from netcast import trace
 from netcast.corpus import doc_id_of_chunk
@@ -18,13 +17,13 @@ from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.search_r1.signatures import ReasonAndAct
 from netcast.programs.shared import annotations
-from netcast.programs.shared.rerank import valid_signal
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion, Contextualize
 
 
 @register
 class SearchR1(NetcastProgram):
     name = "search_r1"
+    knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
         max_turns: int = knobs.knob(4, search=knobs.IntRange(1, 6), ge=1)
@@ -34,21 +33,11 @@ class SearchR1(NetcastProgram):
         # litellm model string for contextualization; None: the main model
         aux_model: str | None = None
         search_first: bool = True  # nothing retrieved yet: an answer becomes a search
-        # a precision step in front of each search's results (programs.shared.search): fetch
-        # rerank_pool candidates, keep the k that rerank_signal scores best against the query
-        # (0: none, the top k); no search range: model signals cost a call per candidate
-        rerank_pool: int = knobs.knob(0, ge=0)
-        rerank_signal: str = "retriever"
-        # a link hop after each search (programs.shared.search): up to `links` passages its
-        # results name by title join them (0: none); no search range yet: unmeasured here
-        links: int = knobs.knob(0, ge=0)
-
-        @field_validator("rerank_signal")
-        @classmethod
-        def _known_signal(cls, value: str) -> str:
-            return valid_signal(value)
-
-    knobs: Knobs  # the checked knobs, read as self.knobs.<name>
+        # the precision step and the link hop of each search (programs.knobs); no search
+        # range for links yet: unmeasured here
+        rerank_pool: knobs.RerankPool = 0
+        rerank_signal: knobs.Signal = "retriever"
+        links: knobs.Links = 0
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
