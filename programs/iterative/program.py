@@ -237,7 +237,7 @@ class Iterative(NetcastProgram):
 
     def forward(self, question: str) -> dspy.Prediction:
         knobs = self.knobs
-        record = trace.current()
+        record = trace.current()  # written to only: no decision reads it
         context = WorkingContext()
         session = self.search_session(question, self.contextualize)
         history: list[str] = []
@@ -251,12 +251,11 @@ class Iterative(NetcastProgram):
             if action != "search" and not searched and knobs.search_first:
                 action, query, forced = "search", question, True
                 trace.count("decide", "fallbacks")
-            searched_queries = {s["query"] for s in record.searches} if record else set()
             if (
                 action == "search"
                 and knobs.stop_on_repeat
                 and not knobs.dedup
-                and (query or question) in searched_queries
+                and (query or question) in session.queries
             ):
                 action = "answer"
                 trace.count("decide", "fallbacks")

@@ -14,7 +14,8 @@ only the kept ones count as seen. A link hop may follow it (``links``, ``program
 up to that many passages the retrieval's passages name by title join it (never a seen one under
 de-duplication), and count as seen.
 
-A ``SearchSession`` holds one question's state (seen ids, memory) explicitly."""
+A ``SearchSession`` holds one question's state (queries searched, seen ids, memory)
+explicitly, so a program decides from it whether or not a trace is recording."""
 
 from __future__ import annotations
 
@@ -61,11 +62,13 @@ class SearchSession:
         self.dedup = dedup
         self.contextualizer = contextualizer
         self.aux_lm = aux_lm
+        self.queries: list[str] = []  # every query searched, in order
         self.seen: list[str] = []
         self.memory: list[str] = []
         self.memory_updates: list[dict[str, Any]] = []
 
     def search(self, query: str, k: int) -> list[Hit]:
+        self.queries.append(query)
         exclude = set(self.seen) if self.dedup else set()
         if self.rerank_pool > k:
             pool = self._search(query, self.rerank_pool, exclude)

@@ -1,6 +1,7 @@
 import pytest
 
 from helpers import WordCounter, scoring_lm
+from netcast import trace
 from netcast.corpus import Corpus, Document
 from netcast.programs import Combined, Iterative
 from netcast.retrievers.bm25 import BM25Retriever
@@ -235,6 +236,23 @@ def test_a_repeated_query_ends_the_search(scripted_lm, docs):
     scripted_lm(agent([{"action": "search", "query": "Seine"}] * 3))
     again = Iterative(docs, k=2, fallback=False, stop_on_repeat=False, max_turns=3)
     assert searches(again(question="Which river is in Paris?")) == ["Seine"] * 3
+
+
+def test_a_repeated_query_ends_the_search_also_when_no_trace_records(
+    scripted_lm, docs, monkeypatch
+):
+    """The repeat-stop decides from the queries the program itself has issued, not from the
+    trace: run with no trace recording (``forward``, as a module that calls it may), the agent
+    that repeats its query still answers instead of searching it again."""
+    asked = []
+    search = docs.search
+    monkeypatch.setattr(docs, "search", lambda q, k, exclude=(): asked.append(q) or search(q, k))
+    scripted_lm(agent([{"action": "search", "query": "Seine"}] * 3))
+    program = Iterative(docs, k=2, fallback=False)
+    assert trace.current() is None
+    prediction = program.forward(question="Which river is in Paris?")
+    assert asked == ["Seine"] and prediction.answer == "Paris"
+    assert prediction.evidence == [h.chunk.id for h in search("Seine", 2)]
 
 
 def test_under_a_json_schema_chunk_delete_can_name_only_the_labels_just_retrieved(docs):

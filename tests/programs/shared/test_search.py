@@ -25,11 +25,13 @@ def test_dedup_never_returns_a_seen_id_and_backfills_to_k(bm25):
     assert session.seen == full[:4]
 
 
-def test_without_dedup_repeats_come_back(bm25):
+def test_without_dedup_repeats_come_back_and_the_session_keeps_its_queries(bm25):
     search, _ = recorder(bm25)
     session = SearchSession(search, "q", dedup=False)
     a = [h.chunk.id for h in session.search("Paris", 2)]
     assert [h.chunk.id for h in session.search("Paris", 2)] == a
+    session.search("Seine", 1)
+    assert session.queries == ["Paris", "Paris", "Seine"]  # what a program decides from
 
 
 def test_memory_only_grows_and_survives_a_nothing_new_step(scripted_lm, bm25):
