@@ -112,6 +112,10 @@ class OneShot(NetcastProgram):
     def budget(self) -> int:
         return int(self.knobs.token_budget or default_token_budget(self.context_window))
 
+    def selection(self, candidates: list[Candidate], budget: int) -> list[Candidate]:
+        """``fill`` with this program's ``selector`` and ``resolution``."""
+        return fill(candidates, budget, self.knobs.selector, self.knobs.resolution)
+
     def candidates(self, question: str, budget: int) -> tuple[list[Candidate], list[Candidate]]:
         """One search: the candidate pool (``budget_pool`` of a ``pool_depth`` search, or the
         top ``pool_size``) and, with the filter on, the ``wide_pool`` ranks just past it."""
@@ -150,7 +154,7 @@ class OneShot(NetcastProgram):
             pool = self.filter_pool(question, pool, wider, budget, record)
         if knobs.crop:
             self.crop_selected(question, pool, budget, record)
-        chosen = fill(pool, budget, knobs.selector, knobs.resolution)
+        chosen = self.selection(pool, budget)
         if record is not None:
             record.add_stage(
                 "select",
@@ -174,7 +178,7 @@ class OneShot(NetcastProgram):
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
         pool, _ = self.candidates(question, self.budget())
-        chosen = fill(pool, self.budget(), self.knobs.selector, self.knobs.resolution)
+        chosen = self.selection(pool, self.budget())
         found = [(c.chunk.id, format_passage(c.chunk.title, c.text)) for c in chosen]
         context = annotations.context_with_gold(found, gold, len(found))
         demos = {
@@ -223,7 +227,7 @@ class OneShot(NetcastProgram):
                 reasons[key] = reasons.get(key, 0) + 1
             else:
                 kept.append(c)
-        chosen = fill(kept, budget, self.knobs.selector, self.knobs.resolution)
+        chosen = self.selection(kept, budget)
         missing = chunk_filter.missing_entities(query, [metas[id(c)] for c in chosen])
         chosen_ids = {id(c) for c in chosen}
         spare = [c for c in kept if id(c) not in chosen_ids] + list(wider)
@@ -264,11 +268,7 @@ class OneShot(NetcastProgram):
         counts = dict.fromkeys(("cropped", "unchanged", "dropped", "rejected"), 0)
         before = after = 0
         while True:
-            todo = [
-                c
-                for c in fill(pool, budget, self.knobs.selector, self.knobs.resolution)
-                if not c.crop_tried
-            ]
+            todo = [c for c in self.selection(pool, budget) if not c.crop_tried]
             if not todo:
                 break
             for c in todo:
