@@ -22,6 +22,7 @@ import dspy
 
 from netcast.errors import InputError
 from netcast.files import atomic_directory
+from netcast.formats import PROGRAM_STATE, Meta, Recipe, Scores, check_shape, read_json
 
 FORMAT = 1
 REQUIRED = ("program.json", "recipe.json", "scores.json", "meta.json")
@@ -69,34 +70,16 @@ def save_artifact(
         "lineage": lineage,
         "recipe_hash": recipe_hash(recipe),
     }
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, "recipe.json", "artifact") as tmp:
         program.save(str(tmp / "program.json"))
         for name, data in (("recipe.json", recipe), ("scores.json", scores), ("meta.json", meta)):
             (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True))
     return out
 
 
-def _read_json(path: Path, kind: type = dict) -> Any:
-    """The JSON object in ``path``; anything else (not UTF-8 text, not JSON, not an object) is
-    refused with one line naming the file."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(
-            f"{path}: not a JSON text file (binary content, e.g. a pickle); refusing to load it"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: corrupted JSON (line {err.lineno}: {err.msg})") from None
-    if not isinstance(value, kind):
-        raise InputError(
-            f"{path}: expected a JSON object, found a JSON {type(value).__name__}; not a "
-            "netcast artifact file"
-        )
-    return value
-
-
 def read_artifact(directory: str | Path) -> tuple[dict, dict, dict]:
-    """(recipe, scores, meta), checked: every file present, valid JSON, a known format."""
+    """(recipe, scores, meta), checked: every file present, valid JSON of its shape
+    (``netcast.formats``), a known format."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{directory}: no such artifact directory")
@@ -105,17 +88,15 @@ def read_artifact(directory: str | Path) -> tuple[dict, dict, dict]:
             if name == "program.json" and (directory / "program.pkl").exists():
                 continue
             raise InputError(f"{directory}: missing {name} (not a netcast artifact, or incomplete)")
-    recipe = _read_json(directory / "recipe.json")
-    scores = _read_json(directory / "scores.json")
-    meta = _read_json(directory / "meta.json")
+    meta = read_json(directory / "meta.json", dict, "artifact's meta file")
     if meta.get("format") != FORMAT:
         raise InputError(
             f"{directory}/meta.json: artifact format {meta.get('format')!r}, this netcast reads "
             f"{FORMAT}"
         )
-    missing = [k for k in RECIPE_KEYS if k not in recipe]
-    if missing:
-        raise InputError(f"{directory}/recipe.json: missing field(s) {', '.join(missing)}")
+    check_shape(meta, Meta, str(directory / "meta.json"))
+    recipe = read_json(directory / "recipe.json", Recipe, "artifact's recipe")
+    scores = read_json(directory / "scores.json", Scores, "artifact's scores")
     return recipe, scores, meta
 
 
@@ -143,8 +124,15 @@ def align_signature_fields(program: dspy.Module, state: dict[str, Any]) -> dict[
 def load_program_state(program: dspy.Module, directory: Path, allow_pickle: bool) -> None:
     json_path, pkl_path = directory / "program.json", directory / "program.pkl"
     if json_path.exists():
-        state = _read_json(json_path)
+        state = read_json(json_path, dict, "artifact's program state")
         state.pop("metadata", None)
+        missing = [name for name, _ in program.named_parameters() if name not in state]
+        if missing:
+            raise InputError(
+                f"{json_path}: state does not fit program {type(program).__name__} (no state "
+                f"for its {', '.join(missing)}; the file holds {', '.join(state) or 'none'})"
+            )
+        check_shape(state, PROGRAM_STATE, str(json_path))
         align_signature_fields(program, state)
         try:
             program.load_state(state)

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import json
 import re
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from netcast.errors import InputError
+from netcast.errors import InputError, NetcastWarning
 from netcast.models.tokens import TokenCounter
 
 
@@ -108,28 +109,86 @@ def read_jsonl(
 
 
 def load_documents(path: str | Path) -> list[Document]:
-    """Documents from a JSONL file, one ``{"title", "text", "meta"?, "id"?}`` object per line."""
-    docs = [document_from_record(rec, f"{path}:{n}") for n, rec in read_jsonl(path)]
+    """Documents from a JSONL file, one ``{"title", "text", "meta"?, "id"?}`` object per line;
+    repeated documents are kept once, and said so (``UniqueDocuments``)."""
+    unique = UniqueDocuments(path)
+    docs = []
+    for n, record in read_jsonl(path):
+        doc = document_from_record(record, f"{path}:{n}")
+        if unique.first(doc, n, record):
+            docs.append(doc)
     if not docs:
         raise InputError(f"{path}: no documents (empty corpus)")
-    return dedupe_documents(docs)
+    unique.report()
+    return docs
 
 
 def documents_from_dataset(
     dataset: Iterable[Mapping[str, Any]], title_field: str = "title", text_field: str = "text"
 ) -> list[Document]:
-    """Documents from a ``datasets.Dataset`` (or any iterable of rows)."""
+    """Documents from a ``datasets.Dataset`` (or any iterable of rows); repeated documents are
+    kept once, and said so (``UniqueDocuments``)."""
+    unique = UniqueDocuments("the dataset", unit="row")
     docs = []
     for i, row in enumerate(dataset):
         record = {**row, "title": row.get(title_field, ""), "text": row.get(text_field)}
-        docs.append(document_from_record(record, f"row {i}"))
+        doc = document_from_record(record, f"row {i}")
+        if unique.first(doc, i, record):
+            docs.append(doc)
     if not docs:
         raise InputError("dataset has no rows (empty corpus)")
-    return dedupe_documents(docs)
+    unique.report()
+    return docs
+
+
+class UniqueDocuments:
+    """A corpus's documents by id, as they are read: a document that repeats an earlier one
+    (its own ``id``, title, text and meta; or, without an ``id``, its title and text) is kept
+    once and counted, and ``report()`` warns how many; an ``id`` given again to another
+    document is refused, naming both lines (one of them would be lost). Keeps a fingerprint,
+    not the document, per id: corpora larger than memory are read through it."""
+
+    def __init__(self, source: str | Path, unit: str = "line"):
+        self.source, self.unit = str(source), unit
+        self._seen: dict[str, tuple[int, bytes]] = {}
+        self.repeated = 0
+
+    def first(self, doc: Document, where: int, record: Mapping[str, Any] | None = None) -> bool:
+        """True when ``doc`` (read from ``record`` at line or row ``where``) is new."""
+        own_id = record is not None and record.get("id") not in (None, "")
+        content = [doc.title, doc.text, doc.meta] if own_id else [doc.title, doc.text]
+        digest = hashlib.blake2b(json.dumps(content, sort_keys=True).encode(), digest_size=8)
+        fingerprint = digest.digest()
+        seen = self._seen.get(doc.id)
+        if seen is None:
+            self._seen[doc.id] = (where, fingerprint)
+            return True
+        if seen[1] != fingerprint:
+            at = f"{self.source}:{where}" if self.unit == "line" else f"{self.source} row {where}"
+            raise InputError(
+                f"{at}: field 'id' {doc.id!r} repeats {self.unit} {seen[0]} with another "
+                "document (ids must be unique: one of them would be lost)"
+            )
+        self.repeated += 1
+        return False
+
+    def report(self) -> None:
+        """Warn (``NetcastWarning``) how many repeated documents were kept once."""
+        if self.repeated:
+            warnings.warn(
+                NetcastWarning(
+                    f"{self.source}: {self.repeated} repeated document(s) (the same id, title and "
+                    "text as an earlier one) indexed once"
+                ),
+                stacklevel=3,
+            )
 
 
 def dedupe_documents(docs: Iterable[Document]) -> list[Document]:
-    """Drop repeated ids, keeping the first occurrence and the original order."""
+    """Drop repeated ids, keeping the first occurrence and the original order: for documents
+    whose ids are their content's hash (``doc_id_for``: a dataset's pooled passages, which
+    repeat across questions), so a repeated id is the same document. A user's corpus file goes
+    through ``UniqueDocuments``."""
     seen: dict[str, Document] = {}
     for doc in docs:
         seen.setdefault(doc.id, doc)
@@ -300,12 +359,17 @@ class Corpus:
 
     @classmethod
     def load(cls, path: str | Path, token_counter: str = "") -> Corpus:
-        chunks = []
+        from netcast.formats import ChunkRecord, check_shape
+
+        chunks, lines = [], {}
         for n, rec in read_jsonl(path):
-            try:
-                chunks.append(Chunk(**rec))
-            except TypeError as err:
-                raise InputError(f"{path}:{n}: not a chunk record ({err})") from None
+            chunk = Chunk(**check_shape(rec, ChunkRecord, f"{path}:{n}"))
+            if chunk.id in lines:
+                raise InputError(
+                    f"{path}:{n}: field 'id' {chunk.id!r} repeats line {lines[chunk.id]}"
+                )
+            lines[chunk.id] = n
+            chunks.append(chunk)
         if not chunks:
             raise InputError(f"{path}: no chunks (empty corpus)")
         return cls(chunks, token_counter=token_counter)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from netcast.errors import InputError
 
 
 def slug(text: str, limit: int = 60, empty: str = "x") -> str:
@@ -25,12 +28,40 @@ def short_hash(value: Any, length: int = 8) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
-@contextmanager
-def atomic_directory(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary sibling of ``target`` to fill; on success it replaces ``target``
-    (renamed into place), on any error it is removed and ``target`` is left as it was."""
+def check_output_directory(target: str | Path, marker: str, what: str) -> Path:
+    """``target`` if netcast may write a ``what`` directory there (replacing it when it holds
+    one already: a directory with ``marker`` in it, or an empty one); anything else (an
+    existing file, a folder of other things, a path under a file, no permission) is one
+    ``InputError``. Nothing is written."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() and not target.is_dir():
+        raise InputError(f"{target}: exists and is not a directory; give a new path for the {what}")
+    if target.is_dir() and any(target.iterdir()) and not (target / marker).exists():
+        raise InputError(
+            f"{target}: a folder that is not a netcast {what} (no {marker}); netcast replaces "
+            f"the {what} it writes, so give a new path or an existing {what}"
+        )
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{target}: cannot be created, {parent} is a file")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise InputError(f"{target}: cannot be created, {parent} is not writable")
+            break
+    return target
+
+
+@contextmanager
+def atomic_directory(target: str | Path, marker: str = "", what: str = "output") -> Iterator[Path]:
+    """Yield a temporary sibling of ``target`` to fill; on success it replaces ``target``
+    (renamed into place), on any error it is removed and ``target`` is left as it was.
+    ``target`` is checked first (``check_output_directory``): an existing ``target`` must be a
+    ``what`` directory (holding ``marker``) or empty, never a file or someone's folder."""
+    target = check_output_directory(target, marker, what) if marker else Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{target}: cannot be created ({err.strerror})") from None
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     tmp.chmod(0o755)  # mkdtemp's 0700 would keep other users (workers) out of the result
     try:

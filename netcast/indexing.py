@@ -11,7 +11,7 @@ from typing import Any
 
 from netcast import settings
 from netcast.corpus import Corpus, Document
-from netcast.files import atomic_directory, short_hash, slug
+from netcast.files import atomic_directory, check_output_directory, short_hash, slug
 from netcast.models.tokens import TokenCounter
 from netcast.retrievers import Retriever, build_retriever, load_index, save_index
 from netcast.retrievers.dense import encoder_dtype
@@ -27,7 +27,10 @@ def build_index(
     chunking: dict[str, Any] | None = None,
     **info: Any,
 ) -> Retriever:
-    """Chunk ``documents``, build a ``kind`` retriever, and save it to ``out`` if given."""
+    """Chunk ``documents``, build a ``kind`` retriever, and save it to ``out`` if given (checked
+    first: ``netcast.files.check_output_directory``)."""
+    if out is not None:
+        check_output_directory(out, "index.json", "index")
     corpus = Corpus.from_documents(documents, counter, **(chunking or {}))
     retriever = build_retriever(corpus, kind)
     if out is not None:
@@ -63,7 +66,7 @@ def build_stored_index(
         if stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
 
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, "index.json", "index") as tmp:
         documents = iter_documents(corpus, phase(progress, "read"))
         windowed = counter if chunking.get("mode") == "window" else None
         n_docs, _, digest = write_chunks(documents, tmp, chunking, windowed)

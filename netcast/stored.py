@@ -35,6 +35,7 @@ from netcast.corpus import (
     Chunk,
     Corpus,
     Document,
+    UniqueDocuments,
     chunk_texts,
     document_from_record,
     format_passage,
@@ -90,27 +91,30 @@ def corpus_files(path: Path) -> list[Path]:
 def iter_documents(path: str | Path, progress: Progress | None = None) -> Iterator[Document]:
     """The documents of a corpus path, streamed: one ``{"title", "text", "meta"?, "id"?}``
     object a line of a .jsonl / .jsonl.gz file, or one document a .txt / .md file of a folder
-    (title: the file name without its suffix; id: its path under the folder). Repeated ids are
-    dropped, keeping the first. Bad input is one ``InputError`` naming the file and line;
-    ``progress`` is called with the bytes read so far and in all."""
+    (title: the file name without its suffix; id: its path under the folder). A repeated
+    document is kept once, with a warning saying how many; an id repeated for another document
+    is refused (``netcast.corpus.UniqueDocuments``). Bad input is one ``InputError`` naming the
+    file and line; ``progress`` is called with the bytes read so far and in all."""
     path = Path(path)
     files = corpus_files(path)
     total = sum(f.stat().st_size for f in files)
-    seen: set[str] = set()
+    unique = UniqueDocuments(path)
     done = 0
     for file in files:
-        if path.is_dir():
-            docs = _text_document(file, path)
+        if path.is_dir():  # ids are paths: never repeated
+            docs: Iterator[tuple[Document, int, Any]] = (
+                (doc, 0, None) for doc in _text_document(file, path)
+            )
         else:
             read = read_jsonl(file, progress and (lambda n, d=done: progress(d + n, total)))
-            docs = (document_from_record(record, f"{file}:{n}") for n, record in read)
-        for doc in docs:
-            if doc.id not in seen:
-                seen.add(doc.id)
+            docs = ((document_from_record(rec, f"{file}:{n}"), n, rec) for n, rec in read)
+        for doc, where, record in docs:
+            if unique.first(doc, where, record):
                 yield doc
         done += file.stat().st_size
         if progress:
             progress(done, total)
+    unique.report()
 
 
 def _text_document(file: Path, root: Path) -> Iterator[Document]:
@@ -175,6 +179,10 @@ def _flush(writer: pa.ipc.RecordBatchFileWriter, columns: dict[str, list[str]]) 
 # --- reading chunks back ----------------------------------------------------------------------
 
 
+def _columns(schema: pa.Schema) -> str:
+    return ", ".join(f"{field.name}: {field.type}" for field in schema)
+
+
 class _Rows(Sequence):
     """``corpus.chunks`` of a stored corpus: chunks by position, built when first read."""
 
@@ -202,6 +210,11 @@ class StoredCorpus(Corpus):
             self._table = reader.read_all()
         except (OSError, pa.ArrowInvalid) as err:
             raise InputError(f"{self.path}: not a readable chunk file ({err})") from None
+        if not SCHEMA.equals(self._table.schema.remove_metadata()):
+            raise InputError(
+                f"{self.path}: not a netcast chunk file (columns {_columns(self._table.schema)}; "
+                f"expected {_columns(SCHEMA)})"
+            )
         if self._table.num_rows == 0:
             raise InputError(f"{self.path}: no chunks (empty corpus)")
         self.token_counter = token_counter

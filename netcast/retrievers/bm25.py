@@ -12,10 +12,18 @@ from bm25s.tokenization import Tokenized, Tokenizer
 
 from netcast.corpus import Corpus
 from netcast.errors import InputError
+from netcast.formats import VOCAB, BM25Params, read_array, read_json
 from netcast.retrievers.base import Hit, Shared, top_k_hits
 from netcast.stored import StoredCorpus
 
 STOPWORDS = "en"
+# the files of a saved index's bm25/ folder (bm25s's names)
+PARAMS, VOCAB_FILE = "params.index.json", "vocab.index.json"
+ARRAYS = (
+    ("data.csc.index.npy", "f"),
+    ("indices.csc.index.npy", "iu"),
+    ("indptr.csc.index.npy", "iu"),
+)
 
 
 def _stemmer() -> Stemmer.Stemmer:
@@ -90,6 +98,30 @@ class BM25Retriever(Shared):
     @classmethod
     def load(cls, corpus: Corpus, directory: Path) -> BM25Retriever:
         """Re-open a saved index; a stored corpus's is memory-mapped (read-only, shared by
-        every process that opens it)."""
+        every process that opens it). Every file of the ``bm25/`` folder is checked, and the
+        folder against the corpus: a missing, cut or misshapen file is one ``InputError``
+        naming it."""
+        folder = directory / "bm25"
+        params = read_json(folder / PARAMS, BM25Params, "BM25 index's parameters")
+        vocab = read_json(folder / VOCAB_FILE, VOCAB, "BM25 index's vocabulary")
         mmap = isinstance(corpus, StoredCorpus)
-        return cls(corpus, bm25s.BM25.load(str(directory / "bm25"), mmap=mmap))
+        data, indices, indptr = (read_array(folder / name, kind, mmap) for name, kind in ARRAYS)
+        problem = None
+        if params["num_docs"] != len(corpus):
+            problem = f"{PARAMS}: field 'num_docs' is {params['num_docs']}"
+        elif not len(vocab) <= len(indptr) <= len(vocab) + 1:  # bm25s writes one a word or
+            # one more (as its tokenizer built the vocabulary: with or without an empty token)
+            problem = f"{ARRAYS[2][0]}: {len(indptr)} entries for {len(vocab)} words"
+        elif not len(data) == len(indices) == indptr[-1] or indptr[0] != 0:
+            problem = f"{ARRAYS[0][0]} ({len(data)}), {ARRAYS[1][0]} ({len(indices)}) and "
+            problem += f"{ARRAYS[2][0]} (ending at {indptr[-1]}) do not agree"
+        if problem:
+            raise InputError(
+                f"{folder}/{problem}, for the index's {len(corpus)} chunks: the BM25 files are "
+                "damaged or from another index; rebuild it (netcast index)"
+            )
+        try:
+            model = bm25s.BM25.load(str(folder), mmap=mmap)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+            raise InputError(f"{folder}: not a readable BM25 index ({err})") from None
+        return cls(corpus, model)

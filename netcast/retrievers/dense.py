@@ -22,6 +22,7 @@ import numpy as np
 
 from netcast.corpus import Corpus
 from netcast.errors import InputError
+from netcast.formats import read_faiss
 from netcast.retrievers.base import Hit, Shared
 
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -112,9 +113,11 @@ def import_embeddings(path: str | Path, n_chunks: int) -> np.ndarray:
     the index's chunk order, from the same encoder (all-MiniLM-L6-v2); rows are L2-normalized
     here if they are not. Shape or dtype mismatches are one line naming the file."""
     path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
     try:
-        vectors = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as err:
+        vectors = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
         raise InputError(f"{path}: not a readable .npy array ({err})") from None
     if vectors.ndim != 2 or vectors.shape[1] != DIM:
         raise InputError(
@@ -193,7 +196,7 @@ class DenseRetriever(Shared):
                     vectors = embed_corpus(corpus, work / "embeddings.npy", progress)
             index = make_index(vectors, index_type)
         if index.ntotal != len(corpus):
-            raise ValueError(f"dense index has {index.ntotal} vectors for {len(corpus)} chunks")
+            raise InputError(f"dense index has {index.ntotal} vectors for {len(corpus)} chunks")
         self._index = index
 
     @property
@@ -220,7 +223,9 @@ class DenseRetriever(Shared):
 
     @classmethod
     def load(cls, corpus: Corpus, directory: Path) -> DenseRetriever:
-        index = faiss.read_index(str(directory / "dense.faiss"))
+        """Re-open a saved index: ``dense.faiss``, checked to hold one vector of ``DIM``
+        dimensions for each chunk."""
+        index = read_faiss(directory / "dense.faiss", DIM, len(corpus))
         if isinstance(index, faiss.IndexIVF):
             index.nprobe = min(NPROBE, index.nlist)
         return cls(corpus, index)

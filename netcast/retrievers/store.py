@@ -17,6 +17,7 @@ from typing import Any
 from netcast.corpus import Corpus
 from netcast.errors import InputError
 from netcast.files import atomic_directory
+from netcast.formats import IndexInfo, read_json
 from netcast.retrievers.base import Retriever
 from netcast.retrievers.bm25 import BM25Retriever
 from netcast.retrievers.dense import (
@@ -87,7 +88,7 @@ def _parts(retriever: Retriever) -> list[Any]:
 def save_index(retriever: Retriever, directory: str | Path, **info: Any) -> Path:
     """Write the index directory atomically (a temporary sibling, then a rename)."""
     directory = Path(directory)
-    with atomic_directory(directory) as tmp:
+    with atomic_directory(directory, "index.json", "index") as tmp:
         write_index_files(retriever, tmp, **info)
     retriever.location = str(directory.resolve())
     return directory
@@ -118,40 +119,48 @@ def write_index_files(retriever: Retriever, directory: Path, **info: Any) -> Non
 
 
 def read_index_info(directory: str | Path) -> dict[str, Any]:
+    """``index.json``, checked for its shape (``netcast.formats.IndexInfo``)."""
     path = Path(directory) / "index.json"
-    if not path.exists():
+    if Path(directory).is_dir() and not path.exists():
         raise InputError(f"{directory}: not an index directory (no index.json)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: corrupted index metadata ({err.msg})") from None
+    if not Path(directory).is_dir():
+        raise InputError(f"{directory}: no such index directory")
+    return read_json(path, IndexInfo, "index's metadata")
 
 
 def load_index(directory: str | Path, expected_hash: str | None = None) -> Retriever:
-    """Re-open a saved index; the corpus content hash must match ``index.json`` (and
-    ``expected_hash`` when given)."""
+    """Re-open a saved index, every file checked (``netcast.formats``): the corpus content hash
+    must match ``index.json`` (and ``expected_hash`` when given), its chunk count the
+    retrievers' own files."""
     directory = Path(directory)
     info = read_index_info(directory)
     counter = info.get("token_counter", "")
     if (directory / CHUNKS_FILE).exists():  # a stored corpus: its hash was taken as written
         corpus: Corpus = StoredCorpus(directory / CHUNKS_FILE, counter, info.get("corpus_hash", ""))
-    else:
+    elif (directory / "chunks.jsonl").exists():
         corpus = Corpus.load(directory / "chunks.jsonl", token_counter=counter)
+    else:
+        raise InputError(
+            f"{directory}: the index's chunks are gone (no {CHUNKS_FILE} or chunks.jsonl)"
+        )
     actual = corpus.content_hash()
     for wanted in (info.get("corpus_hash"), expected_hash):
         if wanted and wanted != actual:
             raise InputError(
                 f"{directory}: corpus content hash {actual[:12]} does not match {wanted[:12]}"
             )
+    if info.get("n_chunks") not in (None, len(corpus)):
+        raise InputError(
+            f"{directory}/index.json: field 'n_chunks' is {info['n_chunks']}, the index holds "
+            f"{len(corpus)} chunks"
+        )
     kind = info.get("kind")
     if kind == "bm25":
         retriever = BM25Retriever.load(corpus, directory)
     elif kind == "dense":
         retriever = DenseRetriever.load(corpus, directory)
-    elif kind == "hybrid":
+    else:  # hybrid (IndexInfo allows no other kind)
         parts = [BM25Retriever.load(corpus, directory), DenseRetriever.load(corpus, directory)]
         retriever = HybridRetriever(corpus, parts)
-    else:
-        raise InputError(f"{directory}/index.json: unknown retriever kind {kind!r}")
     retriever.location = str(directory.resolve())
     return retriever

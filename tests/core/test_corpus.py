@@ -13,7 +13,7 @@ from netcast.corpus import (
     load_documents,
     split_windows,
 )
-from netcast.errors import InputError
+from netcast.errors import InputError, NetcastWarning
 
 
 def write_lines(path, lines):
@@ -37,9 +37,29 @@ def test_load_documents_keeps_meta_and_derives_stable_ids(tmp_path):
     assert doc_id_for("A", "alpha text") != doc_id_for("A", "alpha text!")
 
 
-def test_load_documents_drops_duplicates(tmp_path):
+def test_load_documents_keeps_a_repeated_document_once_and_says_so(tmp_path):
     line = json.dumps({"title": "A", "text": "same"})
-    assert len(load_documents(write_lines(tmp_path / "d.jsonl", [line, line]))) == 1
+    with pytest.warns(NetcastWarning, match=r"d.jsonl: 1 repeated document\(s\)"):
+        assert len(load_documents(write_lines(tmp_path / "d.jsonl", [line, line]))) == 1
+
+
+def test_a_repeated_own_id_keeps_the_document_only_when_it_is_the_same(tmp_path):
+    same = json.dumps({"id": "x", "title": "A", "text": "t", "meta": {"k": 1}})
+    other_meta = json.dumps({"id": "x", "title": "A", "text": "t", "meta": {"k": 2}})
+    with pytest.warns(NetcastWarning):
+        assert len(load_documents(write_lines(tmp_path / "d.jsonl", [same, same]))) == 1
+    with pytest.raises(InputError, match="d.jsonl:2: field 'id' 'x' repeats line 1 with another"):
+        load_documents(write_lines(tmp_path / "d.jsonl", [same, other_meta]))
+    # without ids, a document is its title and text: the same twice is one document
+    plain = [json.dumps({"title": "A", "text": "t", "meta": {"k": k}}) for k in (1, 2)]
+    with pytest.warns(NetcastWarning):
+        assert len(load_documents(write_lines(tmp_path / "d.jsonl", plain))) == 1
+
+
+def test_documents_from_a_dataset_are_checked_the_same_way():
+    rows = [{"id": "1", "title": "A", "text": "a"}, {"id": "1", "title": "B", "text": "b"}]
+    with pytest.raises(InputError, match="the dataset row 1: field 'id' '1' repeats row 0"):
+        documents_from_dataset(rows)
 
 
 @pytest.mark.parametrize(
