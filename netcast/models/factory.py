@@ -20,6 +20,9 @@ from netcast.models.replicas import ReplicaEngine
 from netcast.models.tokens import TokenCounter, approx_counter, embedded_counter
 
 DEFAULT_N_CTX = 8192
+# seconds a model called over HTTP may take to reply before the call fails: a local CPU server
+# answers a long RAG prompt in about a minute, more with several questions queued on it
+DEFAULT_TIMEOUT = 300.0
 _cache_state: dict[str, str | None] = {"dir": None}
 
 
@@ -53,13 +56,20 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     of several servers spreads its calls over them (``netcast.models.replicas``). Temperature 0
     by default. Uses netcast's DSPy cache directory. Embedded models decode under the JSON schema
     of each step's outputs (``constrained=True``, see ``default_adapter``); ``constrained=False``
-    decodes freely, for comparison."""
+    decodes freely, for comparison.
+
+    A model called over HTTP waits at most ``timeout`` seconds (default ``DEFAULT_TIMEOUT``) for
+    each reply before the call fails (and is retried ``num_retries`` times). A name no provider
+    answers to, an endpoint that is not an http(s) URL, negative retries or a timeout that is
+    not a positive number are one ``InputError`` here, before any call."""
     use_netcast_cache()
     name = model_name(model)
     lm_kwargs.setdefault("temperature", 0.0)
+    _check_settings(lm_kwargs)
     if name in embedded.MODELS:
         from netcast.models.llama import LlamaCppEngine
 
+        lm_kwargs.pop("timeout", None)  # in-process: nothing to wait for
         n_ctx = int(lm_kwargs.pop("n_ctx", os.environ.get("NETCAST_N_CTX", DEFAULT_N_CTX)))
         max_tokens = lm_kwargs.pop("max_tokens", 384)
         prefix_cache = lm_kwargs.pop("prefix_cache", "predictor")
@@ -75,6 +85,8 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     lm_kwargs.pop("constrained", None)  # a provider's structured output: see default_adapter
     lm_kwargs.setdefault("max_tokens", 1024)
     lm_kwargs.setdefault("num_retries", 3)
+    lm_kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
+    check_model_name(name, lm_kwargs.get("api_base"))
     if isinstance(lm_kwargs.get("api_base"), (list, tuple)):
         bases = list(dict.fromkeys(lm_kwargs.pop("api_base")))  # a repeated server is one
         if len(bases) > 1:  # replicas of one model (netcast.models.replicas)
@@ -83,6 +95,85 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
         if bases:
             lm_kwargs["api_base"] = bases[0]
     return dspy.LM(name, **lm_kwargs)
+
+
+def _check_settings(lm_kwargs: dict[str, Any]) -> None:
+    """``api_base`` (one URL or several), ``num_retries`` and ``timeout`` as make_lm takes them."""
+    bases = lm_kwargs.get("api_base")
+    for base in [bases] if isinstance(bases, str) else list(bases or []):
+        check_api_base(base)
+    retries = lm_kwargs.get("num_retries")
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    ):
+        raise InputError(f"retries per model call: {retries!r}; give a whole number >= 0")
+    timeout = lm_kwargs.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout < float("inf")
+    ):
+        raise InputError(f"timeout: {timeout!r} seconds; give a positive number of seconds")
+
+
+def check_api_base(base: Any) -> str:
+    """``base`` if it is an http(s) URL with a host, else one ``InputError``."""
+    import httpx
+
+    try:
+        url = httpx.URL(str(base))
+        usable = url.scheme in ("http", "https") and bool(url.host)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        usable = False
+    if not usable:
+        raise InputError(
+            f"api base {str(base)!r} is not an http:// or https:// URL with a host "
+            "(e.g. http://127.0.0.1:8000/v1)"
+        )
+    return str(base)
+
+
+def check_model_name(name: str, api_base: Any = None) -> None:
+    """Refuse, before any call, a model name that is neither an embedded model nor one a
+    provider answers to (litellm's provider table, or DSPy's own, offline): a misspelt
+    embedded name, an unknown provider prefix, a bare name with no provider."""
+    import difflib
+
+    import litellm
+
+    base = api_base if isinstance(api_base, str) else None
+    quiet = litellm.suppress_debug_info
+    litellm.suppress_debug_info = True  # litellm prints a provider list to stdout otherwise
+    try:
+        litellm.get_llm_provider(name, api_base=base)
+        return
+    except Exception:  # litellm's BadRequestError: no provider for this name
+        pass
+    finally:
+        litellm.suppress_debug_info = quiet
+    if _dspy_resolves(name):
+        return
+    close = difflib.get_close_matches(name, list(embedded.MODELS), n=1, cutoff=0.75)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    provider = name.partition("/")[0] if "/" in name else None
+    known = f"no provider {provider!r} is known; " if provider else ""
+    raise InputError(
+        f"unknown model {name!r}: {hint}{known}give an embedded model "
+        f"({', '.join(embedded.MODELS)}) or provider/model (e.g. openai/gpt-4o-mini; a local "
+        "OpenAI-compatible server: openai/NAME with --api-base)"
+    )
+
+
+def _dspy_resolves(name: str) -> bool:
+    """Whether DSPy's native engine knows a provider for ``name`` (offline)."""
+    try:
+        from dspy.clients.engines.lm15_engine import LM15Engine
+        from dspy.lm15 import RouterConfig
+
+        LM15Engine(RouterConfig(env={})).resolve(name)
+        return True
+    except Exception:  # unknown to it too
+        return False
 
 
 def configure(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
@@ -176,8 +267,8 @@ def check_questions(questions: Iterable[tuple[str, str]], lm: Any = None) -> Non
 
 def preflight(lm: Any) -> None:
     """Check, before any question runs, that ``lm`` can be called at all; raise
-    ``ModelCallError`` with one line if it cannot. In-process engines (the embedded models, a
-    test's scripted engine) are not checked.
+    ``ModelSetupError`` (a ``ModelCallError``: exit 2, nothing to resume) with one line if it
+    cannot. In-process engines (the embedded models, a test's scripted engine) are not checked.
 
     - an API key the provider needs and nobody gave (litellm's ``validate_environment``; a
       local server that checks no key still needs some value in ``OPENAI_API_KEY``);
@@ -197,7 +288,7 @@ def preflight(lm: Any) -> None:
         LMUnsupportedModelError,
     )
 
-    from netcast.errors import ModelCallError
+    from netcast.errors import ModelSetupError
 
     engine = getattr(lm, "engine", None)
     if isinstance(engine, ReplicaEngine):  # each replica as if it were alone
@@ -223,7 +314,7 @@ def preflight(lm: Any) -> None:
             found = {}
         missing = found.get("missing_keys") or []
         if found and not found.get("keys_in_environment", True) and missing:
-            raise ModelCallError(
+            raise ModelSetupError(
                 f"{where}: no API key: set {' or '.join(missing)} (a local server that "
                 "checks no key takes any value, e.g. OPENAI_API_KEY=none)"
             )
@@ -234,11 +325,12 @@ def preflight(lm: Any) -> None:
 
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
-            reply = httpx.get(f"{base.rstrip('/')}/models", headers=headers, timeout=10)
+            wait = min(10.0, float(kwargs.get("timeout") or 10.0))  # a hung server: not long
+            reply = httpx.get(f"{base.rstrip('/')}/models", headers=headers, timeout=wait)
         except httpx.HTTPError:
             return  # unreachable now: the run reports it (see above)
         if reply.status_code in (401, 403):
-            raise ModelCallError(
+            raise ModelSetupError(
                 f"{where}: the server refused the API key (HTTP {reply.status_code})"
             )
         served = None
@@ -249,7 +341,7 @@ def preflight(lm: Any) -> None:
                 served = None
         if served is not None:
             if served and model_id not in served and f"{model_id}:latest" not in served:
-                raise ModelCallError(
+                raise ModelSetupError(
                     f"{where}: unknown model {model_id!r}; the server serves "
                     f"{', '.join(served[:20])}"
                 )
@@ -262,7 +354,7 @@ def preflight(lm: Any) -> None:
         lm.copy(cache=False, num_retries=0)("Reply with OK.", max_tokens=1)
     except refused as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ModelCallError(f"{where}: {first}") from err
+        raise ModelSetupError(f"{where}: {first}") from err
     except Exception:  # unreachable, rate-limited, timed out, anything else: the run tells
         return
     finally:
