@@ -34,6 +34,7 @@ COSTS = {
     "seconds": lambda a: a["seconds"],
 }
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+CONNECT_TIMEOUT = 10  # seconds a storage server may take to accept a connection
 
 
 def parse_objectives(text: str) -> list[str]:
@@ -93,6 +94,7 @@ def open_study(
 def _storage(url: str | None, heartbeat: int):
     if url is None:  # in memory: nothing to resume, no heartbeats
         return optuna.storages.InMemoryStorage()
+    check_storage(url)
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.8
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return RDBStorage(
@@ -101,6 +103,47 @@ def _storage(url: str | None, heartbeat: int):
             grace_period=2 * heartbeat,
             heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=2),
         )
+
+
+def check_storage(url: str) -> None:
+    """Refuse, before any trial, an Optuna storage URL that cannot be opened: not a URL, a
+    database kind SQLAlchemy has no dialect (or no installed driver) for, a server that does not
+    answer within ``CONNECT_TIMEOUT`` seconds, a file that is not a database. One ``InputError``
+    naming the URL, its password hidden."""
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InputError(
+            f"storage {url!r}: not a database URL (e.g. sqlite:///runs/tune.db, "
+            "postgresql+psycopg://user:password@host/db)"
+        ) from None
+    shown = parsed.render_as_string(hide_password=True)
+    server = parsed.get_backend_name() not in ("sqlite",)
+    try:
+        engine = create_engine(
+            parsed, connect_args={"connect_timeout": CONNECT_TIMEOUT} if server else {}
+        )
+    except ArgumentError:  # sqlalchemy's NoSuchModuleError: no such dialect
+        raise InputError(
+            f"storage {shown}: unknown database {parsed.drivername!r} (SQLAlchemy has no dialect "
+            "for it; e.g. sqlite:///runs/tune.db, postgresql+psycopg://user:password@host/db)"
+        ) from None
+    except ImportError as err:
+        raise InputError(
+            f"storage {shown}: the database driver is not installed ({err}); install it, or "
+            "name an installed one (e.g. postgresql+psycopg://...)"
+        ) from None
+    try:
+        inspect(engine).get_table_names()  # connects and reads the schema
+    except SQLAlchemyError as err:
+        reason = str(getattr(err, "orig", None) or err).strip().splitlines() or [""]
+        raise InputError(f"storage {shown}: cannot connect or read it ({reason[0]})") from None
+    finally:
+        engine.dispose()
 
 
 def run_trial(

@@ -183,6 +183,40 @@ def test_objectives_are_checked():
         tuning.parse_objectives("f1,money")
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("not a url", "storage 'not a url': not a database URL"),
+        ("foo://somewhere/db", "storage foo://somewhere/db: unknown database 'foo'"),
+        ("mysql://me:secret@127.0.0.1/db", r"mysql://me:\*\*\*@127.0.0.1/db: the database driver"),
+        (
+            "postgresql+psycopg://me:secret@127.0.0.1:{port}/db",
+            r"postgresql\+psycopg://me:\*\*\*@127.0.0.1:{port}/db: cannot connect or read it",
+        ),
+        ("sqlite:///{tmp}/notes.md", "notes.md: cannot connect or read it .file is not a database"),
+        ("sqlite:///{tmp}/no/such/dir/t.db", "cannot connect or read it .unable to open"),
+    ],
+)
+def test_a_storage_that_cannot_be_opened_is_one_line_naming_it_without_its_password(
+    tmp_path, url, message
+):
+    from helpers_server import free_port
+
+    port = free_port()  # nothing listens there
+    (tmp_path / "notes.md").write_text("# notes, not a database\n" * 100)
+    url = url.format(port=port, tmp=tmp_path)
+    with pytest.raises(InputError, match=message.format(port=port)) as err:
+        tuning.open_study("s", url, ["f1"])
+    assert "secret" not in str(err.value) and "\n" not in str(err.value)
+    assert (tmp_path / "notes.md").read_text().startswith("# notes")
+
+
+def test_a_storage_that_opens_is_accepted(tmp_path):
+    tuning.check_storage(f"sqlite:///{tmp_path}/t.db")
+    study = tuning.open_study("s", f"sqlite:///{tmp_path}/t.db", ["f1"])
+    assert study.study_name == "s"
+
+
 PG_BINS = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
 PG_BIN = PG_BINS[-1] if PG_BINS else Path("/nonexistent")
 
