@@ -1,14 +1,16 @@
 """The ``netcast`` command line: options in, a workflow function called, results rendered.
-Every user-input error ends in one line on stderr and exit code 2, never a traceback."""
+Every error ends in one line on stderr, never a traceback (``netcast.cli.errors``): exit 2 for
+bad input, 1 for failed model calls (the same command resumes), 130 for an interrupt."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 
+from netcast.cli.errors import NetcastGroup
 from netcast.cli.render import (
     console,
     err_console,
@@ -19,9 +21,9 @@ from netcast.cli.render import (
     trials_table,
     versus_defaults_line,
 )
-from netcast.errors import NetcastError
+from netcast.errors import InputError, NetcastError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(cls=NetcastGroup, add_completion=False, no_args_is_help=True, help=__doc__)
 
 ModelOpt = Annotated[
     Optional[str],  # noqa: UP045  (typer needs Optional here)
@@ -62,7 +64,16 @@ ConstrainedOpt = Annotated[
 ]
 RetriesOpt = Annotated[
     Optional[int],  # noqa: UP045
-    typer.Option("--retries", help="retries per model call"),
+    typer.Option("--retries", help="retries per model call", min=0),
+]
+TimeoutOpt = Annotated[
+    Optional[float],  # noqa: UP045
+    typer.Option(
+        "--timeout",
+        help="seconds a model server may take to reply before the call fails (default 300); "
+        "a question whose calls all fail is counted failed, and the run resumes later",
+        min=0.001,
+    ),
 ]
 
 
@@ -74,11 +85,9 @@ def main() -> None:
     app()
 
 
-def _fail(message: str) -> None:
-    from rich.markup import escape
-
-    err_console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(2)
+def _fail(message: str) -> NoReturn:
+    """Stop the command with ``message`` as its one line (exit 2: bad input)."""
+    raise InputError(message)
 
 
 def _lm(
@@ -86,11 +95,14 @@ def _lm(
     api_base: list[str] | str | None = None,
     retries: int | None = None,
     constrained: bool = True,
+    timeout: float | None = None,
     **lm_kwargs: Any,
 ):
     from netcast.models import make_lm
 
     kwargs: dict[str, Any] = {**lm_kwargs, **({} if constrained else {"constrained": False})}
+    if timeout is not None:
+        kwargs["timeout"] = timeout
     if api_base:  # one server, or several replicas (netcast.models.replicas)
         bases = [api_base] if isinstance(api_base, str) else list(api_base)
         kwargs["api_base"] = bases[0] if len(bases) == 1 else bases
@@ -128,6 +140,9 @@ def _failed_questions(result: Any, lm: Any) -> None:
 
     agg = result.aggregate
     first_id, first = next(iter(result.errors.items()))
+    if "timed out" in first:  # the library's own advice names its settings, not netcast's
+        timeout = (getattr(lm, "kwargs", None) or {}).get("timeout")
+        first = first.split(";")[0] + (f" (--timeout {timeout:g} s)" if timeout else "")
     not_run = agg.get("n_total", 0) - agg["n"] - len(result.errors)
     stopped = f", {not_run} not run" if not_run > 0 else ""
     err_console.print(
@@ -162,37 +177,40 @@ def evaluate(
     ] = None,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
+    timeout: TimeoutOpt = None,
     constrained: ConstrainedOpt = True,
     max_errors: Annotated[int, typer.Option(help="failed questions tolerated", min=0)] = 3,
 ) -> None:
     """Run a program on a dataset split; print quality and cost; save per-question results."""
     from netcast.optimize.workflow import run_evaluation
 
-    try:
-        knobs = _knobs(knob, program)
-        lm = _lm(model, api_base, retries, constrained)
-        judge_lm = (_lm(judge_model, api_base, retries) if judge_model else lm) if judge else None
-        result = run_evaluation(
-            program,
-            dataset,
-            lm,
-            split=split,
-            limit=limit,
-            retriever=retriever,
-            index=index,
-            corpus=corpus,
-            knobs=knobs,
-            threads=threads,
-            judge_lm=judge_lm,
-            run_dir=run_dir,
-            max_errors=max_errors,
-        )
-    except NetcastError as err:
-        _fail(str(err))
-    console.print(
-        results_table(f"{program} on {dataset}/{split} with {lm.model}", result.aggregate)
+    knobs = _knobs(knob, program)
+    lm = _lm(model, api_base, retries, constrained, timeout)
+    judge_lm = (
+        (_lm(judge_model, api_base, retries, timeout=timeout) if judge_model else lm)
+        if judge
+        else None
     )
-    console.print(f"per-question results: {result.run_dir}/predictions.jsonl", soft_wrap=True)
+    result = run_evaluation(
+        program,
+        dataset,
+        lm,
+        split=split,
+        limit=limit,
+        retriever=retriever,
+        index=index,
+        corpus=corpus,
+        knobs=knobs,
+        threads=threads,
+        judge_lm=judge_lm,
+        run_dir=run_dir,
+        max_errors=max_errors,
+    )
+    if result.aggregate.get("n") or not result.errors:  # none finished: no table, no file
+        console.print(
+            results_table(f"{program} on {dataset}/{split} with {lm.model}", result.aggregate)
+        )
+        console.print(f"per-question results: {result.run_dir}/predictions.jsonl", soft_wrap=True)
     if result.errors:
         _failed_questions(result, lm)
         raise typer.Exit(1)
@@ -227,33 +245,32 @@ def index(
 ) -> None:
     """Chunk documents, build a BM25, dense or hybrid index and save it."""
     from netcast.data import load_corpus
+    from netcast.files import check_output_directory
     from netcast.indexing import build_index, build_stored_index
     from netcast.models import token_counter
 
-    try:
-        if (dataset is None) == (corpus is None):
-            raise NetcastError("give exactly one of --dataset or --corpus")
-        counter = token_counter(_lm(model) if model else None)
-        settings = {"mode": chunking, "window": window, "overlap": overlap}
-        if corpus is not None:
-            with indexing_progress() as progress:
-                built, n_docs = build_stored_index(
-                    corpus,
-                    out,
-                    counter,
-                    retriever,
-                    settings,
-                    progress,
-                    dense_index=dense_index,
-                    embeddings=embeddings,
-                    source=str(corpus),
-                )
-        else:
-            _, docs = load_corpus(dataset or "")
-            built = build_index(docs, counter, retriever, out, settings, source=dataset)
-            n_docs = len(docs)
-    except NetcastError as err:
-        _fail(str(err))
+    if (dataset is None) == (corpus is None):
+        raise NetcastError("give exactly one of --dataset or --corpus")
+    check_output_directory(out, "index.json", "index")
+    counter = token_counter(_lm(model) if model else None)
+    settings = {"mode": chunking, "window": window, "overlap": overlap}
+    if corpus is not None:
+        with indexing_progress() as progress:
+            built, n_docs = build_stored_index(
+                corpus,
+                out,
+                counter,
+                retriever,
+                settings,
+                progress,
+                dense_index=dense_index,
+                embeddings=embeddings,
+                source=str(corpus),
+            )
+    else:
+        _, docs = load_corpus(dataset or "")
+        built = build_index(docs, counter, retriever, out, settings, source=dataset)
+        n_docs = len(docs)
     console.print(
         f"{built.kind} index of {len(built.corpus)} chunks ({n_docs} documents, "
         f"tokens by {counter.name}) -> {out}"
@@ -271,30 +288,29 @@ def ask(
     knob: KnobOpt = None,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Answer one question and show the evidence and the trace."""
     import dspy
 
     from netcast.data import QADataset, load_corpus
     from netcast.models import token_counter
-    from netcast.models.factory import check_questions
+    from netcast.models.factory import check_questions, preflight
     from netcast.session import build_program, open_retriever
 
-    try:
-        knobs = _knobs(knob, program)
-        lm = _lm(model, api_base, retries)
-        check_questions([("question", question)], lm)
-        data = None
-        if index is None:
-            corpus_name, docs = load_corpus(dataset)
-            data = QADataset(dataset, "all", [], docs, corpus_name)
-        prog = build_program(
-            program, open_retriever(data, index, retriever, token_counter(lm)), knobs, lm=lm
-        )
-        with dspy.context(lm=lm):
-            prediction = prog(question=question)
-    except NetcastError as err:
-        _fail(str(err))
+    knobs = _knobs(knob, program)
+    lm = _lm(model, api_base, retries, timeout=timeout)
+    check_questions([("question", question)], lm)
+    preflight(lm)
+    data = None
+    if index is None:
+        corpus_name, docs = load_corpus(dataset)
+        data = QADataset(dataset, "all", [], docs, corpus_name)
+    prog = build_program(
+        program, open_retriever(data, index, retriever, token_counter(lm)), knobs, lm=lm
+    )
+    with dspy.context(lm=lm):
+        prediction = prog(question=question)
     console.print(f"[bold]answer:[/bold] {prediction.answer}")
     for chunk_id, passage in zip(prediction.evidence, prediction.context, strict=False):
         console.print(f"  [dim]{chunk_id}[/dim] {passage[:110]}", markup=False)
@@ -392,79 +408,81 @@ def compile_cmd(
     trials: Annotated[int, typer.Option(help="with --retune: tuning trials", min=1)] = 6,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Compile a program's prompts on a training split and save an artifact (or, with --from,
     recompile an artifact's recipe with another model)."""
     from netcast.cli.render import race_line, race_progress, race_table
+    from netcast.files import check_output_directory
     from netcast.optimize.compile import METRICS, OPTIMIZERS, SELECT_ON
     from netcast.optimize.race import is_race
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
     from netcast.programs.knobs import parse_pairs
 
-    try:
-        if select_on is not None and select_on not in SELECT_ON:
+    check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
+    if select_on is not None and select_on not in SELECT_ON:
+        raise NetcastError(
+            f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
+        )
+    if from_dir is not None:
+        lm = _lm(model, api_base, retries, timeout=timeout)
+        knobs = retune_knobs(from_dir, lm, trials, select_on) if retune else None
+        result, old = recompile(
+            from_dir, model, out, knobs=knobs, threads=threads, lm=lm, select_on=select_on
+        )
+        columns = {f"{from_dir} (old)": old.get("after"), f"{out} (new model)": result.after}
+    else:
+        if optimizer not in OPTIMIZERS:
             raise NetcastError(
-                f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
+                f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}"
             )
-        if from_dir is not None:
-            lm = _lm(model, api_base, retries)
-            knobs = retune_knobs(from_dir, lm, trials, select_on) if retune else None
-            result, old = recompile(
-                from_dir, model, out, knobs=knobs, threads=threads, lm=lm, select_on=select_on
+        if metric not in METRICS:
+            raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+        racing = is_race(program)
+        if grid and optimizer != "joint" and not racing:
+            raise NetcastError(
+                "--grid names the values a joint compile tries: add --optimizer joint"
             )
-            columns = {f"{from_dir} (old)": old.get("after"), f"{out} (new model)": result.after}
-        else:
-            if optimizer not in OPTIMIZERS:
-                raise NetcastError(
-                    f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}"
-                )
-            if metric not in METRICS:
-                raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
-            racing = is_race(program)
-            if grid and optimizer != "joint" and not racing:
-                raise NetcastError(
-                    "--grid names the values a joint compile tries: add --optimizer joint"
-                )
-            recipe = make_recipe(
-                program=program,
-                knobs=parse_pairs(knob or []) if racing else _knobs(knob, program),
-                dataset=dataset,
-                train_split=train_split,
-                dev_split=dev_split,
-                train_limit=train_limit,
-                dev_limit=dev_limit,
-                optimizer=optimizer,
-                optimizer_settings=(
-                    _joint_settings(budget, grid, ties) if optimizer == "joint" or racing else None
-                ),
-                metric=metric,
-                model=model,
-                teacher_model=teacher_model,
-                retriever=retriever,
-                index=index,
-                seed=seed,
-                select_on=select_on or "dev",
-                teacher=teacher,
-            )
-            lm = _lm(model, api_base, retries)
-            teacher_lm = _lm(teacher_model, api_base, retries) if teacher_model else None
-            result = compile_recipe(
-                recipe,
-                out,
-                threads=threads,
-                reload=True,
-                lm=lm,
-                teacher_lm=teacher_lm,
-                report=race_progress,
-            )
-            winner = recipe["program"] if not result.race else result.race["choice"]["winner"]
-            columns = {
-                f"{winner} at its defaults" if result.race else "uncompiled": result.before,
-                "compiled": result.after,
-                "loaded from artifact": result.reloaded,
-            }
-    except NetcastError as err:
-        _fail(str(err))
+        recipe = make_recipe(
+            program=program,
+            knobs=parse_pairs(knob or []) if racing else _knobs(knob, program),
+            dataset=dataset,
+            train_split=train_split,
+            dev_split=dev_split,
+            train_limit=train_limit,
+            dev_limit=dev_limit,
+            optimizer=optimizer,
+            optimizer_settings=(
+                _joint_settings(budget, grid, ties) if optimizer == "joint" or racing else None
+            ),
+            metric=metric,
+            model=model,
+            teacher_model=teacher_model,
+            retriever=retriever,
+            index=index,
+            seed=seed,
+            select_on=select_on or "dev",
+            teacher=teacher,
+        )
+        lm = _lm(model, api_base, retries, timeout=timeout)
+        teacher_lm = (
+            _lm(teacher_model, api_base, retries, timeout=timeout) if teacher_model else None
+        )
+        result = compile_recipe(
+            recipe,
+            out,
+            threads=threads,
+            reload=True,
+            lm=lm,
+            teacher_lm=teacher_lm,
+            report=race_progress,
+        )
+        winner = recipe["program"] if not result.race else result.race["choice"]["winner"]
+        columns = {
+            f"{winner} at its defaults" if result.race else "uncompiled": result.before,
+            "compiled": result.after,
+            "loaded from artifact": result.reloaded,
+        }
     if result.race:
         console.print(race_table(result.race))
         console.print(race_line(result.race), markup=False)
@@ -525,36 +543,37 @@ def tune(
     heartbeat: Annotated[int, typer.Option(help="seconds; stale trials are retried", min=1)] = 30,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Tune a program's knobs with Optuna (quality vs cost); resumable; distributable."""
+    from netcast.files import check_output_directory
     from netcast.optimize.workflow import run_tuning
     from netcast.programs import get_program
 
-    try:
-        get_program(program)
-        result = run_tuning(
-            program,
-            dataset,
-            _lm(model, api_base, retries),
-            trials=trials,
-            objectives=objectives,
-            compile_each=compile_each,
-            optimizer=optimizer,
-            train_split=train_split,
-            dev_split=dev_split,
-            train_limit=train_limit,
-            dev_limit=dev_limit,
-            retriever=retriever,
-            index=index,
-            storage=storage,
-            study=study,
-            pick_rule=pick_rule,
-            out=out,
-            seed=seed,
-            heartbeat=heartbeat,
-        )
-    except NetcastError as err:
-        _fail(str(err))
+    get_program(program)
+    if out is not None:
+        check_output_directory(out, "recipe.json", "artifact")
+    result = run_tuning(
+        program,
+        dataset,
+        _lm(model, api_base, retries, timeout=timeout),
+        trials=trials,
+        objectives=objectives,
+        compile_each=compile_each,
+        optimizer=optimizer,
+        train_split=train_split,
+        dev_split=dev_split,
+        train_limit=train_limit,
+        dev_limit=dev_limit,
+        retriever=retriever,
+        index=index,
+        storage=storage,
+        study=study,
+        pick_rule=pick_rule,
+        out=out,
+        seed=seed,
+        heartbeat=heartbeat,
+    )
     console.print(study_table(result))
     if result.artifact is not None:
         console.print(
@@ -568,10 +587,7 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     from netcast.artifacts import read_artifact
     from netcast.cli.render import artifact_table
 
-    try:
-        recipe, scores, meta = read_artifact(directory)
-    except NetcastError as err:
-        _fail(str(err))
+    recipe, scores, meta = read_artifact(directory)
     console.print(artifact_table(str(directory), recipe, meta))
     joint = recipe.get("joint") or {}
     if recipe.get("race"):  # a strategy race, as `netcast compile` printed it
@@ -623,6 +639,7 @@ def bench(
     ] = None,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
+    timeout: TimeoutOpt = None,
     constrained: ConstrainedOpt = True,
     spec: Annotated[
         Optional[Path],  # noqa: UP045
@@ -636,29 +653,26 @@ def bench(
     from netcast.evaluation.bench import resolve_programs, run_bench
 
     if spec is not None:
-        _bench_spec(ctx, spec, threads, api_base, retries)
+        _bench_spec(ctx, spec, threads, api_base, retries, timeout)
         return
-    try:
-        names = resolve_programs(programs)
-        sets = [d.strip() for d in datasets.split(",") if d.strip()]
-        lm = _lm(model, api_base, retries, constrained)
-        done_dir, results = run_bench(
-            run_dir,
-            names,
-            sets,
-            lm=lm,
-            split=split,
-            limit=limit,
-            retriever=retriever,
-            index=index,
-            compiled=compiled or [],
-            variants=variant or [],
-            references=reference or [],
-            threads=threads,
-            info={"command": " ".join(["netcast", *sys.argv[1:]])},
-        )
-    except NetcastError as err:
-        _fail(str(err))
+    names = resolve_programs(programs)
+    sets = [d.strip() for d in datasets.split(",") if d.strip()]
+    lm = _lm(model, api_base, retries, constrained, timeout)
+    done_dir, results = run_bench(
+        run_dir,
+        names,
+        sets,
+        lm=lm,
+        split=split,
+        limit=limit,
+        retriever=retriever,
+        index=index,
+        compiled=compiled or [],
+        variants=variant or [],
+        references=reference or [],
+        threads=threads,
+        info={"command": " ".join(["netcast", *sys.argv[1:]])},
+    )
     console.print(f"report: {done_dir}/report.md, {done_dir}/report.html", soft_wrap=True)
     failed = [r for r in results.values() if r.errors]
     if failed:
@@ -673,7 +687,12 @@ SPEC_DECLARES += ("compiled", "variant", "reference", "run_dir", "constrained")
 
 
 def _bench_spec(
-    ctx: typer.Context, path: Path, threads: int, api_base: list[str] | None, retries: int | None
+    ctx: typer.Context,
+    path: Path,
+    threads: int,
+    api_base: list[str] | None,
+    retries: int | None,
+    timeout: float | None = None,
 ) -> None:
     """``netcast bench --spec FILE``: the spec run (resumed), then its tables."""
     from netcast.evaluation.spec import read_spec, run_spec, spec_report
@@ -683,16 +702,13 @@ def _bench_spec(
         if source is not None and source.name == "COMMANDLINE":
             option = "--" + name.replace("_", "-")
             _fail(f"{option} is the spec's to declare: drop it, or edit {path}")
-    try:
-        loaded = read_spec(path)
-        done = run_spec(
-            loaded,
-            lambda model, **kwargs: _lm(model, api_base, retries, **kwargs),
-            threads=threads,
-        )
-        tables = spec_report(loaded)
-    except NetcastError as err:
-        _fail(str(err))
+    loaded = read_spec(path)
+    done = run_spec(
+        loaded,
+        lambda model, **kwargs: _lm(model, api_base, retries, timeout=timeout, **kwargs),
+        threads=threads,
+    )
+    tables = spec_report(loaded)
     console.print(tables, soft_wrap=True, markup=False)
     if done.failed:
         for _, result, lm in done.failed:
@@ -727,20 +743,14 @@ def report(
 
         if run_dirs or out:
             _fail("--spec names its run directory: give no directories or --out with it")
-        try:
-            tables = spec_report(read_spec(spec))
-        except NetcastError as err:
-            _fail(str(err))
+        tables = spec_report(read_spec(spec))
         console.print(tables, soft_wrap=True, markup=False)
         return
     if not run_dirs:
         _fail("give bench run directories, or --spec FILE")
     if len(run_dirs) > 1 and out is None:
         _fail("several run directories combine into one report: give --out DIR")
-    try:
-        path = write_report(out or run_dirs[0], sources=run_dirs if out else ())
-    except NetcastError as err:
-        _fail(str(err))
+    path = write_report(out or run_dirs[0], sources=run_dirs if out else ())
     console.print(path.read_text(), soft_wrap=True, markup=False)
 
 

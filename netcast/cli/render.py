@@ -253,7 +253,8 @@ def artifact_table(title: str, recipe: dict[str, Any], meta: dict[str, Any]) -> 
 @contextmanager
 def indexing_progress() -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar on stderr for ``build_stored_index``: documents read (bytes of the
-    corpus files), then chunks indexed."""
+    corpus files), then chunks indexed. A build that fails takes its bar away, so the error is
+    the one line left."""
     labels = {"read": "reading documents", "index": "indexing chunks", "embed": "encoding chunks"}
     with Progress(
         TextColumn("{task.description}"),
@@ -277,4 +278,8 @@ def indexing_progress() -> Iterator[Callable[[str, int, int], None]]:
             )
             bar.update(tasks[phase], completed=done, total=total, amount=amount)
 
-        yield update
+        try:
+            yield update
+        except BaseException:
+            bar.live.transient = True  # cleared as the bar stops (printed nowhere if not a tty)
+            raise

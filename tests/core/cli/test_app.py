@@ -68,10 +68,11 @@ def test_a_question_too_long_for_the_model_is_refused_before_any_call(tmp_path):
     assert "qa.jsonl (all) question long: 40,001 tokens, more than a quarter" in result.output
 
 
-def test_zero_threads_are_refused():
+def test_zero_threads_are_refused_in_one_line():
     result = run("evaluate", "--program", "basic", "--threads", "0", "--model", "openai/x")
     assert result.exit_code == 2 and "--threads" in result.output
     assert "greater than or equal to 1" in result.output
+    assert len(result.output.strip().splitlines()) == 1  # not a usage panel
 
 
 def test_index_command_builds_and_refuses_an_empty_corpus(tmp_path):
@@ -379,7 +380,7 @@ def test_the_joint_verdict_names_the_tie_taken_nearest_the_defaults():
     assert versus_defaults_line({**taken, "best_trial": 0}) is None  # the defaults were best
 
 
-def test_every_command_that_calls_a_model_takes_api_base_and_retries():
+def test_every_command_that_calls_a_model_takes_api_base_retries_and_timeout():
     import typer.main
 
     import netcast.cli  # noqa: F401  (registers every command on the app)
@@ -391,5 +392,6 @@ def test_every_command_that_calls_a_model_takes_api_base_and_retries():
         if any(p.name == "model" for p in command.params) and name != "index"
     }  # index's --model only names the tokenizer that counts chunk tokens
     assert {"ask", "evaluate", "compile", "bench", "rerank-check"} <= set(with_model)
-    missing = {name for name, params in with_model.items() if not {"api_base", "retries"} <= params}
+    wanted = {"api_base", "retries", "timeout"}
+    missing = {name for name, params in with_model.items() if not wanted <= params}
     assert not missing

@@ -1,0 +1,149 @@
+"""The one place where the command line turns an error into its line on stderr.
+
+Every command runs inside ``one_line_errors`` (the ``netcast`` group's ``invoke``), which maps:
+
+- ``NetcastError`` -> ``error: <message>``, exit ``err.exit_code`` (2: bad input, found before
+  anything ran; 1: a model call failed, what finished is saved and the same command resumes);
+- a bad option value or an unknown option or command (click's ``UsageError``) -> one line and
+  ``netcast COMMAND --help``, exit 2 (not a usage panel);
+- a model call that failed outside a run that saves per question (``netcast ask``): DSPy's
+  ``LMError`` and litellm's exceptions -> one line, exit 1;
+- an Optuna storage that fails mid-run (SQLAlchemy, Optuna's storage errors) -> one line, exit 1
+  (a bad ``--storage`` is refused before any trial: ``netcast.optimize.tune.check_storage``);
+- ``KeyboardInterrupt`` (Ctrl-C) -> ``interrupted: ...``, exit 130.
+
+Files netcast reads are checked where they are read (``netcast.formats``), so a damaged file
+arrives here as a ``NetcastError`` naming it. While a command runs, ``NetcastWarning``\\ s are
+one ``warning:`` line each, and the library log records that would repeat a failure netcast
+reports itself (Optuna's failed-trial records with their traceback, DSPy's per-question error
+lines) are held back.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+from rich.markup import escape
+from typer._click.exceptions import UsageError  # typer's bundled click: typer.BadParameter's base
+from typer.core import TyperGroup
+
+from netcast.cli.render import err_console
+from netcast.errors import NetcastError, NetcastWarning
+
+INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT
+
+
+def error_line(message: str) -> None:
+    """``error: message`` on stderr, as one line."""
+    err_console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True, highlight=False)
+
+
+def first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def _model_call_errors() -> tuple[type[BaseException], ...]:
+    from dspy.utils.exceptions import LMError
+
+    errors: list[type[BaseException]] = [LMError]
+    try:
+        import litellm
+
+        errors.append(litellm.exceptions.OpenAIError)  # every litellm API exception's base
+    except (ImportError, AttributeError):  # pragma: no cover - litellm ships with DSPy
+        pass
+    return tuple(errors)
+
+
+def _storage_errors() -> tuple[type[BaseException], ...]:
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (SQLAlchemyError, StorageInternalError)
+
+
+class _HeldBack(logging.Filter):
+    """Drops the log records a command reports in its own line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.name.startswith("optuna"):  # "Trial 3 failed with ...", with the traceback
+            return not (text.startswith("Trial ") and " failed" in text)
+        if record.name == "dspy.utils.parallelizer":  # "Error for <question>: ...", "cancelled"
+            return record.levelno < logging.WARNING
+        return True
+
+
+HELD_BACK = ("optuna", "optuna.study._optimize", "dspy.utils.parallelizer")
+
+
+@contextmanager
+def _quiet_library_logs() -> Iterator[None]:
+    held = _HeldBack()
+    loggers = [logging.getLogger(name) for name in HELD_BACK]
+    for logger in loggers:
+        logger.addFilter(held)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(held)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None, *, shown=None):
+    if issubclass(category, NetcastWarning):
+        err_console.print(
+            f"[yellow]warning:[/yellow] {escape(str(message))}", soft_wrap=True, highlight=False
+        )
+    else:
+        shown(message, category, filename, lineno, file, line)
+
+
+@contextmanager
+def one_line_errors(command: str | None = None) -> Iterator[None]:
+    """Run a command: its errors become one line on stderr and an exit code (module
+    docstring); ``command`` names it in the ``--help`` hint of a usage error."""
+    with warnings.catch_warnings(), _quiet_library_logs():
+        shown = warnings.showwarning
+        warnings.showwarning = lambda *args, **kwargs: _show_warning(*args, **kwargs, shown=shown)
+        warnings.simplefilter("always", NetcastWarning)
+        try:
+            yield
+        except NetcastError as err:
+            error_line(str(err))
+            raise typer.Exit(err.exit_code) from None
+        except UsageError as err:
+            name = err.ctx.command.name if err.ctx is not None and err.ctx.parent else None
+            where = f"netcast {name or command or ''}".strip()
+            error_line(f"{err.format_message()} (see {where} --help)")
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err_console.print(
+                "interrupted: what finished is saved (answered questions, finished trials, "
+                "encoded passages); run the same command again to resume",
+                soft_wrap=True,
+                highlight=False,
+            )
+            raise typer.Exit(INTERRUPTED) from None
+        except _model_call_errors() as err:
+            error_line(f"a model call failed: {first_line(err)}")
+            raise typer.Exit(1) from None
+        except _storage_errors() as err:
+            error_line(
+                f"the Optuna storage failed: {first_line(err)}; the trials finished are kept "
+                "in it: run the same command again to resume"
+            )
+            raise typer.Exit(1) from None
+
+
+class NetcastGroup(TyperGroup):
+    """The ``netcast`` command group: every command runs inside ``one_line_errors``."""
+
+    def invoke(self, ctx):  # type: ignore[override]
+        with one_line_errors():
+            return super().invoke(ctx)
