@@ -13,7 +13,8 @@ Files and their readers:
   (``BM25Params``, ``VOCAB``); an artifact's ``recipe.json`` (``Recipe``), ``scores.json``
   (``Scores``), ``meta.json`` (``Meta``) and ``program.json`` (``PROGRAM_STATE``);
 - JSONL records (``check_shape`` per line, ``where`` = ``file:line``): an in-memory index's
-  ``chunks.jsonl`` (``Chunk``); documents and dataset records have their own field-by-field
+  ``chunks.jsonl`` (``ChunkRecord``), a run's ``predictions.jsonl`` (``RunRow``) and ``run.json``
+  (``netcast.evaluation.runlog``); documents and dataset records have their own field-by-field
   checks (``netcast.corpus.document_from_record``, ``netcast.data``);
 - arrays (``read_array``): BM25's ``.npy`` files (precomputed embeddings, two-dimensional, are
   checked by ``netcast.retrievers.dense.import_embeddings``);
@@ -204,6 +205,15 @@ class ChunkRecord(Shape):
     text: str
     n_tokens: int
     meta: dict[str, Any] = {}
+
+
+# a run directory (netcast.evaluation.runlog): run.json is any object
+class RunRow(Shape):
+    """A line of a run's ``predictions.jsonl`` (``netcast.evaluation.evaluate.question_row``)."""
+
+    id: str | int
+    scores: dict[str, Any]
+    trace: dict[str, Any] | None = None
 
 
 # an artifact directory (netcast.artifacts)

@@ -22,6 +22,7 @@ from netcast.errors import InputError
 from netcast.evaluation.evaluate import step_totals
 from netcast.evaluation.metrics import BY_NAME, COST, QUALITY
 from netcast.evaluation.reference import GOLD, REFERENCES
+from netcast.evaluation.runlog import read_rows, read_run_info
 from netcast.evaluation.stats import bootstrap_ci, paired
 from netcast.pareto import pareto_indices
 
@@ -73,16 +74,8 @@ def read_results(*run_dirs: str | Path) -> list[Results]:
             source = str(run_dir)
         mine = []
         for path in sorted(run_dir.glob("*/*/predictions.jsonl")):
-            lines = path.read_text(encoding="utf-8").splitlines()
-            rows = []
-            for n, line in enumerate(lines, start=1):
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    if n < len(lines):  # a last line cut by a crash is dropped, not an error
-                        raise InputError(f"{path}:{n}: corrupted row") from None
-            info_path = path.parent / "run.json"
-            info = json.loads(info_path.read_text()) if info_path.exists() else {}
+            rows, _ = read_rows(path)  # a last line cut by a crash is dropped, not an error
+            info = read_run_info(path.parent)
             program = path.parent.name
             mine.append(
                 Results(

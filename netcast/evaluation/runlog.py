@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from netcast.errors import InputError
+from netcast.formats import RunRow, check_shape, read_json
 
 
 def newer_knobs_at_default(
@@ -21,6 +22,32 @@ def newer_knobs_at_default(
         return info
     added = {k for k in new.keys() - old.keys() if k in defaults and new[k] == defaults[k]}
     return {**info, "knobs": {k: v for k, v in new.items() if k not in added}}
+
+
+def read_rows(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """A ``predictions.jsonl``'s rows, each checked (``netcast.formats.RunRow``), and its number
+    of lines; a torn last line (a kill mid-write) is left out, anything else that is not a row
+    is one ``InputError`` naming the line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text (not a run's predictions file)") from None
+    rows = []
+    for n, line in enumerate(lines, start=1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines):
+                break
+            raise InputError(f"{path}:{n}: corrupted row") from None
+        rows.append(check_shape(row, RunRow, f"{path}:{n}"))
+    return rows, len(lines)
+
+
+def read_run_info(run_dir: Path) -> dict[str, Any]:
+    """A run directory's ``run.json`` (what was run), or nothing when it has none."""
+    path = run_dir / "run.json"
+    return read_json(path, dict, "run's settings") if path.exists() else {}
 
 
 class RunLog:
@@ -37,7 +64,7 @@ class RunLog:
         self._lock = threading.Lock()
         meta_path = self.dir / "run.json"
         if meta_path.exists():
-            stored = json.loads(meta_path.read_text())
+            stored = read_json(meta_path, dict, "run's settings")
             if stored != newer_knobs_at_default(stored, info, knob_defaults or {}):
                 changed = sorted(k for k in {*stored, *info} if stored.get(k) != info.get(k))
                 raise InputError(
@@ -54,20 +81,12 @@ class RunLog:
 
     def _read_rows(self) -> dict[str, dict[str, Any]]:
         """Finished rows; a torn last line (a kill mid-write) is dropped and redone."""
-        rows: dict[str, dict[str, Any]] = {}
         if not self.predictions_path.exists():
-            return rows
-        lines = self.predictions_path.read_text(encoding="utf-8").splitlines()
-        for n, line in enumerate(lines, start=1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                if n == len(lines):
-                    break
-                raise InputError(f"{self.predictions_path}:{n}: corrupted row") from None
-            rows[row["id"]] = row
+            return {}
+        read, n_lines = read_rows(self.predictions_path)
+        rows = {row["id"]: row for row in read}
         valid = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows.values())
-        if len(rows) != len(lines):
+        if len(rows) != n_lines:
             self.predictions_path.write_text(valid, encoding="utf-8")
         return rows
 

@@ -532,6 +532,41 @@ def test_an_artifact_file_with_the_wrong_shape_is_one_line_in_every_command(
     assert not (tmp_path / "new").exists()
 
 
+# --- run directories ------------------------------------------------------------------------
+
+RUN_DAMAGE = {
+    "run.json cut": ("run.json", cut),
+    "run.json a list": ("run.json", written("[1, 2]")),
+    "run.json binary": ("run.json", lambda p: p.write_bytes(b"\x80\x04\x95 a pickle")),
+    "a row cut before the last": ("predictions.jsonl", lambda p: prepend(p, '{"id": "q9", "sc')),
+    "a row without an id": ("predictions.jsonl", lambda p: prepend(p, '{"scores": {}}')),
+    "rows that are lists": ("predictions.jsonl", written("[1]\n[2]\n")),
+}
+
+
+def prepend(path: Path, line: str) -> None:
+    path.write_text(line + "\n" + path.read_text())
+
+
+@pytest.mark.parametrize("case", list(RUN_DAMAGE))
+@pytest.mark.parametrize("command", ["evaluate", "report"])
+def test_a_damaged_run_directory_is_one_line_naming_the_file(
+    monkeypatch, scripted_lm, tmp_path, command, case
+):
+    scripted(monkeypatch, scripted_lm)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 3)
+    first = {
+        "evaluate": ["evaluate", "--dataset", dataset, "--split", "all"],
+        "report": ["bench", "--programs", "basic", "--datasets", dataset, "--split", "all"],
+    }[command] + ["--run-dir", tmp_path / "r", "--model", "scripted/fake"]
+    assert cli(*first).exit_code == 0
+    name, damage = RUN_DAMAGE[case]
+    (found,) = (tmp_path / "r").rglob(name)
+    damage(found)
+    again = first if command == "evaluate" else ["report", tmp_path / "r"]
+    one_line(cli(*again), 2, name)
+
+
 # --- interrupts -----------------------------------------------------------------------------
 
 
