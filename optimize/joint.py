@@ -477,3 +477,24 @@ def joint_compile(
         untried,
         best.number,
     )
+
+
+def versus_defaults_line(versus: dict[str, Any] | None) -> str | None:
+    """The joint compile's test of its best trial against the defaults' trial, or None where
+    the defaults' trial was the best (nothing to test)."""
+    if not versus or versus["best_trial"] == versus["default_trial"]:
+        return None
+    verdict = "kept the defaults" if versus["kept_defaults"] else "took it"
+    top = versus.get("top_trial", versus["best_trial"])
+    ties = ""
+    if top != versus["best_trial"]:
+        others = [t for t in versus["tied"] if t != top]
+        ties = (
+            f"the best trial {top} could not be told apart from trial(s) "
+            f"{', '.join(map(str, others))}; the nearest the defaults, "
+        )
+    return (
+        f"{ties}trial {versus['best_trial']} vs the defaults' trial {versus['default_trial']} "
+        f"on {versus['n']} validation questions: {versus['diff']:+.3f}, sign-flip p = "
+        f"{versus['p']:.3f} (alpha {versus['alpha']}): {verdict}"
+    )

@@ -497,3 +497,21 @@ def race_table(runners: dict[str, Runner], metric: str) -> list[dict[str, Any]]:
 def clear(workdir: str | Path) -> None:
     """Remove a finished race's working directory (its rows are in the recipe)."""
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def race_line(race: dict[str, Any]) -> str:
+    """The race's choice in a sentence."""
+    c = race["choice"]
+    tied = [t for t in c["tied"] if t != c["winner"]]
+    if c["winner"] == c["top"]:
+        how = "best validation score" + (
+            f"; {', '.join(tied)} not told apart from it, at more tokens" if tied else ""
+        )
+    else:
+        v = c["versus_top"]
+        how = (
+            f"{c['top']} scored best, but {c['winner']} is not told apart from it "
+            f"({v['diff']:+.3f} on {v['n']} questions, sign-flip p = {v['p']:.3f}, alpha "
+            f"{c['alpha']}) and takes fewer tokens"
+        )
+    return f"race winner: {c['winner']} ({how})"

@@ -19,7 +19,6 @@ from netcast.cli.render import (
     score_table,
     study_table,
     trials_table,
-    versus_defaults_line,
 )
 from netcast.errors import InputError, NetcastError
 
@@ -412,10 +411,11 @@ def compile_cmd(
 ) -> None:
     """Compile a program's prompts on a training split and save an artifact (or, with --from,
     recompile an artifact's recipe with another model)."""
-    from netcast.cli.render import race_line, race_progress, race_table
+    from netcast.cli.render import race_progress, race_table
     from netcast.files import check_output_directory
     from netcast.optimize.compile import METRICS, OPTIMIZERS, SELECT_ON
-    from netcast.optimize.race import is_race
+    from netcast.optimize.joint import versus_defaults_line
+    from netcast.optimize.race import is_race, race_line
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
     from netcast.programs.knobs import parse_pairs
 
@@ -586,12 +586,14 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     """Show an artifact's recipe, scores and lineage."""
     from netcast.artifacts import read_artifact
     from netcast.cli.render import artifact_table
+    from netcast.optimize.joint import versus_defaults_line
 
     recipe, scores, meta = read_artifact(directory)
     console.print(artifact_table(str(directory), recipe, meta))
     joint = recipe.get("joint") or {}
     if recipe.get("race"):  # a strategy race, as `netcast compile` printed it
-        from netcast.cli.render import race_line, race_table
+        from netcast.cli.render import race_table
+        from netcast.optimize.race import race_line
 
         console.print(race_table(recipe["race"]))
         console.print(race_line(recipe["race"]), markup=False)

@@ -132,27 +132,6 @@ def trials_table(trials: list[dict[str, Any]]) -> Table:
     return table
 
 
-def versus_defaults_line(versus: dict[str, Any] | None) -> str | None:
-    """The joint compile's test of its best trial against the defaults' trial, or None where
-    the defaults' trial was the best (nothing to test)."""
-    if not versus or versus["best_trial"] == versus["default_trial"]:
-        return None
-    verdict = "kept the defaults" if versus["kept_defaults"] else "took it"
-    top = versus.get("top_trial", versus["best_trial"])
-    ties = ""
-    if top != versus["best_trial"]:
-        others = [t for t in versus["tied"] if t != top]
-        ties = (
-            f"the best trial {top} could not be told apart from trial(s) "
-            f"{', '.join(map(str, others))}; the nearest the defaults, "
-        )
-    return (
-        f"{ties}trial {versus['best_trial']} vs the defaults' trial {versus['default_trial']} "
-        f"on {versus['n']} validation questions: {versus['diff']:+.3f}, sign-flip p = "
-        f"{versus['p']:.3f} (alpha {versus['alpha']}): {verdict}"
-    )
-
-
 def race_table(race: dict[str, Any]) -> Table:
     """The strategy race: each strategy's defaults on the rungs and each grid point of its
     joint compile (the knobs it changes from the defaults), n, validation score, tokens a
@@ -193,24 +172,6 @@ def _changed_knobs(program: str, knobs: Any) -> str:
     defaults = get_program(program).knob_defaults()
     changed = {k: v for k, v in knobs.items() if defaults.get(k) != v}
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in changed.items()) or "defaults"
-
-
-def race_line(race: dict[str, Any]) -> str:
-    """The race's choice in a sentence."""
-    c = race["choice"]
-    tied = [t for t in c["tied"] if t != c["winner"]]
-    if c["winner"] == c["top"]:
-        how = "best validation score" + (
-            f"; {', '.join(tied)} not told apart from it, at more tokens" if tied else ""
-        )
-    else:
-        v = c["versus_top"]
-        how = (
-            f"{c['top']} scored best, but {c['winner']} is not told apart from it "
-            f"({v['diff']:+.3f} on {v['n']} questions, sign-flip p = {v['p']:.3f}, alpha "
-            f"{c['alpha']}) and takes fewer tokens"
-        )
-    return f"race winner: {c['winner']} ({how})"
 
 
 def race_progress(event: str, state: dict[str, Any]) -> None:

@@ -692,7 +692,8 @@ def compile_lines(spec: Spec) -> list[str]:
     """Each compiled artifact's search as its recipe keeps it: the knobs it chose and, for a
     joint compile, every trial on held-out training questions and its test against the
     defaults (a race: the race's choice)."""
-    from netcast.cli.render import race_line, versus_defaults_line
+    from netcast.optimize.joint import versus_defaults_line
+    from netcast.optimize.race import race_line
 
     lines: list[str] = []
     for entry in spec.file.compiled:
