@@ -33,6 +33,7 @@ benchmarks/README.md). ``ties="best"`` takes the best trial.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 import warnings
@@ -498,3 +499,24 @@ def versus_defaults_line(versus: dict[str, Any] | None) -> str | None:
         f"on {versus['n']} validation questions: {versus['diff']:+.3f}, sign-flip p = "
         f"{versus['p']:.3f} (alpha {versus['alpha']}): {verdict}"
     )
+
+
+def searched_knobs(trials: Sequence[dict[str, Any]]) -> list[str]:
+    """The knobs whose value differs between ``trials`` (rows of ``trial_rows``)."""
+    names = sorted({n for t in trials for n in t["knobs"]})
+    return [n for n in names if len({json.dumps(t["knobs"].get(n)) for t in trials}) > 1]
+
+
+def trial_cells(t: dict[str, Any], knobs: str) -> list[str]:
+    """A trial row as text cells: trial, ``knobs`` (as the caller shows them), demonstrations,
+    validation score, questions, tokens a question, calls, state."""
+    return [
+        str(t["trial"]),
+        knobs,
+        str(t["demos"]),
+        "-" if t["score"] is None else f"{t['score']:.3f}",
+        str(t["n"] or "-"),
+        "-" if t["tokens"] is None or not t["n"] else f"{t['tokens']:,.0f}",
+        str(t["calls"] or 0),
+        t["state"],
+    ]

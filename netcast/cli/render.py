@@ -109,8 +109,10 @@ def study_table(result) -> Table:
 def trials_table(trials: list[dict[str, Any]]) -> Table:
     """The joint compile's trials: the knobs searched (those held at one value across the
     trials are named once, in the caption), demonstrations, validation score, cost, state."""
+    from netcast.optimize.joint import searched_knobs, trial_cells
+
+    searched = searched_knobs(trials)
     names = sorted({n for t in trials for n in t["knobs"]})
-    searched = [n for n in names if len({json.dumps(t["knobs"].get(n)) for t in trials}) > 1]
     held = {n: trials[0]["knobs"].get(n) for n in names if n not in searched}
     table = Table(
         title=f"joint compile: {len(trials)} trials on held-out training questions",
@@ -119,16 +121,7 @@ def trials_table(trials: list[dict[str, Any]]) -> Table:
     for col in ("trial", "knobs", "demos", "score", "n", "tokens/q", "calls", "state"):
         table.add_column(col)
     for t in trials:
-        table.add_row(
-            str(t["trial"]),
-            json.dumps({n: t["knobs"].get(n) for n in searched}),
-            str(t["demos"]),
-            "-" if t["score"] is None else f"{t['score']:.3f}",
-            str(t["n"] or "-"),
-            "-" if t["tokens"] is None or not t["n"] else f"{t['tokens']:,.0f}",
-            str(t["calls"] or 0),
-            t["state"],
-        )
+        table.add_row(*trial_cells(t, json.dumps({n: t["knobs"].get(n) for n in searched})))
     return table
 
 

@@ -692,7 +692,7 @@ def compile_lines(spec: Spec) -> list[str]:
     """Each compiled artifact's search as its recipe keeps it: the knobs it chose and, for a
     joint compile, every trial on held-out training questions and its test against the
     defaults (a race: the race's choice)."""
-    from netcast.optimize.joint import versus_defaults_line
+    from netcast.optimize.joint import searched_knobs, trial_cells, versus_defaults_line
     from netcast.optimize.race import race_line
 
     lines: list[str] = []
@@ -703,8 +703,7 @@ def compile_lines(spec: Spec) -> list[str]:
         recipe = json.loads(path.read_text())
         joint = recipe.get("joint") or {}
         trials = joint.get("trials") or []
-        names = sorted({n for t in trials for n in t["knobs"]})
-        searched = [n for n in names if len({json.dumps(t["knobs"].get(n)) for t in trials}) > 1]
+        searched = searched_knobs(trials)
         if searched:
             knobs = "chose " + json.dumps({k: recipe["knobs"].get(k) for k in searched})
             knobs += f" with demonstrations {joint.get('chosen_demos', '-')}"
@@ -716,16 +715,10 @@ def compile_lines(spec: Spec) -> list[str]:
             lines += [race_line(recipe["race"]), ""]
         if trials:
             cells = [
-                [
-                    str(t["trial"]),
+                trial_cells(
+                    t,
                     ", ".join(f"{n} {json.dumps(t['knobs'].get(n))}" for n in searched) or "-",
-                    str(t["demos"]),
-                    "-" if t["score"] is None else f"{t['score']:.3f}",
-                    str(t["n"] or "-"),
-                    "-" if t["tokens"] is None or not t["n"] else f"{t['tokens']:,.0f}",
-                    str(t["calls"] or 0),
-                    t["state"],
-                ]
+                )
                 for t in trials
             ]
             columns = ["trial", "knobs", "demos", "validation F1", "questions", "tokens/q"]
