@@ -21,6 +21,7 @@ import dspy
 import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
+from sqlalchemy.engine import make_url
 
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.data import load_dataset
@@ -728,7 +729,9 @@ def run_tuning(
     recipe["compiled"] = compile_each
     recipe["tuning"] = {
         "study": name,
-        "storage": storage,
+        # the URL as a rerun needs it, its password left out (the recipe is shared with the
+        # artifact; give the password again with --storage)
+        "storage": make_url(storage).render_as_string(hide_password=True),
         "trial": chosen.number,
         "pick": pick_rule,
         "objectives": names,
