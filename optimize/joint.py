@@ -319,6 +319,14 @@ def joint_study(storage: str | None = None, name: str = "joint") -> optuna.Study
     )
 
 
+def _stored_aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A trial's means as its storage keeps them: with tokens in and out summed, without the
+    per-step counts."""
+    agg = aggregate(rows)
+    agg["tokens"] = (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0)
+    return {k: v for k, v in agg.items() if k != "steps"}
+
+
 def joint_compile(
     program_name: str,
     retriever: Retriever,
@@ -417,6 +425,9 @@ def joint_compile(
                     trial.report(float(row["scores"][metric] or 0.0), start + offset)
                 rows += result.rows
                 trial.set_user_attr("partial", float(aggregate(rows)[metric] or 0.0))
+                # kept as each chunk ends: a process killed mid-trial (no finally) still leaves
+                # what its questions cost, which a resumed race charges to its budget
+                trial.set_user_attr("aggregate", _stored_aggregate(rows))
                 # raced from the third chunk on (10 questions are noise) and only while a
                 # whole chunk is left: near the end it would save a few calls and drop a
                 # finished score from the candidates
@@ -426,9 +437,8 @@ def joint_compile(
         finally:
             trial.set_user_attr("calls", sum(r["scores"]["lm_calls"] for r in rows))
             trial.set_user_attr("scores", {r["id"]: r["scores"][metric] or 0.0 for r in rows})
-            agg = aggregate(rows)
-            agg["tokens"] = (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0)
-            trial.set_user_attr("aggregate", {k: v for k, v in agg.items() if k != "steps"})
+            agg = _stored_aggregate(rows)
+            trial.set_user_attr("aggregate", agg)
         return float(agg[metric] or 0.0)
 
     untried = 0
