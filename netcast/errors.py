@@ -35,3 +35,11 @@ class ModelSetupError(ModelCallError):
 class NetcastWarning(UserWarning):
     """Input netcast used after changing it (e.g. a repeated document kept once); the command
     line prints it as one ``warning:`` line."""
+
+
+def one_line(err: BaseException, limit: int = 300) -> str:
+    """``err`` as one line: its type and the first line of its message (provider errors add
+    advice lines), cut at ``limit`` characters."""
+    first = (str(err).strip().splitlines() or [""])[0]
+    text = f"{type(err).__name__}: {first}" if first else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

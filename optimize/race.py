@@ -39,14 +39,13 @@ from typing import Any
 import dspy
 import optuna
 
-from netcast.errors import InputError
+from netcast.errors import InputError, one_line
 from netcast.evaluation.evaluate import aggregate, evaluate
 from netcast.evaluation.runlog import RunLog
 from netcast.evaluation.stats import paired
 from netcast.files import short_hash
 from netcast.optimize.compile import hold_out
 from netcast.optimize.joint import (
-    DEMO_SOURCES,
     CallBudget,
     check_search,
     joint_compile,
@@ -150,6 +149,26 @@ def _summary(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
     }
 
 
+def check_race(
+    names: Sequence[str],
+    fixed: dict[str, Any],
+    demos: Sequence[str],
+    budget: int | None,
+    first: int = FIRST,
+) -> dict[str, dict[str, Any]]:
+    """A race's knobs (``shared_knobs``), demonstration sources and budget checked before any
+    model call; the knobs each program holds."""
+    held = shared_knobs(names, fixed)
+    for n in names:
+        check_search(n, held[n], None, demo_sources(n, demos))
+    if budget is not None and budget < len(names) * first:
+        raise InputError(
+            f"--budget {budget} is too small for the race's first rung: {len(names)} programs x "
+            f"{first} questions need at least {len(names) * first} model calls"
+        )
+    return held
+
+
 def race(
     programs: Sequence[str],
     retriever: Any,
@@ -174,21 +193,11 @@ def race(
     (rung rows, joint trials) so a rerun resumes; ``report(event, state)`` is told of each
     step (for a live display). Run under ``dspy.context(lm=lm)``."""
     names = list(programs)
-    for source in demos:
-        if source not in DEMO_SOURCES:
-            raise InputError(f"unknown demos {source!r}; choose from {', '.join(DEMO_SOURCES)}")
-    held = shared_knobs(names, dict(fixed or {}))
-    for n in names:
-        check_search(n, held[n], None, demo_sources(n, demos))
     _, valset = ([], list(trainset)) if set(demos) == {"none"} else hold_out(trainset, share)
     if not valset:
         raise InputError("the race has no validation questions (give more training questions)")
     first = max(1, min(first, len(valset)))
-    if budget is not None and budget < len(names) * first:
-        raise InputError(
-            f"--budget {budget} is too small for the race's first rung: {len(names)} programs x "
-            f"{first} questions need at least {len(names) * first} model calls"
-        )
+    held = check_race(names, dict(fixed or {}), demos, budget, first)
     work = Path(workdir) if workdir else None
     runners = {n: Runner(n) for n in names}
     calls = CallBudget(budget)
@@ -286,7 +295,7 @@ def race(
         except InputError as err:  # no trial completed within its share
             runner.reason = str(err)
         except Exception as err:  # a failing strategy is recorded and left out, never fatal
-            runner.state, runner.reason = "failed", _one_line(err)
+            runner.state, runner.reason = "failed", one_line(err)
         finally:
             calls.absorb(lane)
         tell("deep", state())
@@ -361,12 +370,6 @@ def _halve(alive: list[Runner], metric: str, n: int) -> None:
 
 def _mean(scores: dict[str, float]) -> float:
     return sum(scores.values()) / len(scores) if scores else 0.0
-
-
-def _one_line(err: BaseException) -> str:
-    first = (str(err).strip().splitlines() or [""])[0]
-    text = f"{type(err).__name__}: {first}" if first else type(err).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _reasons(runners: dict[str, Runner]) -> str:

@@ -49,12 +49,12 @@ from netcast.optimize.joint import (
 from netcast.optimize.race import (
     DROP_P,
     FIRST,
-    demo_sources,
     is_race,
     race,
     race_programs,
     shared_knobs,
 )
+from netcast.optimize.race import check_race as check_race_settings
 from netcast.optimize.race import clear as clear_race
 from netcast.programs import get_program
 from netcast.session import (
@@ -313,19 +313,14 @@ def _trial_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_race(spec: str, knobs: dict[str, Any], settings: dict[str, Any]) -> None:
-    """A race's programs, knobs, demonstration sources and budget checked before any call."""
-    names = race_programs(spec)
-    held = shared_knobs(names, knobs)
-    for name in names:
-        check_search(name, held[name], None, demo_sources(name, settings.get("demos", JOINT_DEMOS)))
+    """A race recipe's programs, knobs, demonstration sources and budget checked before any
+    call (``optimize.race.check_race``)."""
     if settings.get("grid"):
         raise InputError("--grid names one program's values; a race searches each one's grid")
-    budget, first = settings.get("budget"), settings.get("first", FIRST)
-    if budget is not None and budget < len(names) * first:
-        raise InputError(
-            f"--budget {budget} is too small for the race's first rung: {len(names)} programs x "
-            f"{first} questions need at least {len(names) * first} model calls"
-        )
+    demos = settings.get("demos", JOINT_DEMOS)
+    check_race_settings(
+        race_programs(spec), knobs, demos, settings.get("budget"), settings.get("first", FIRST)
+    )
 
 
 def compile_recipe(

@@ -13,6 +13,7 @@ from typing import Any
 import dspy
 from dspy.utils.parallelizer import ParallelExecutor
 
+from netcast.errors import one_line
 from netcast.evaluation import metrics
 from netcast.evaluation.runlog import RunLog
 from netcast.signatures import JudgeAnswer
@@ -162,10 +163,7 @@ def evaluate(
             if "cancelled" not in str(err):
                 raise
         for index, exc in executor.exceptions_map.items():
-            # one line: the first line of the message (provider errors add advice lines)
-            first = (str(exc).strip().splitlines() or [""])[0]
-            text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-            errors[todo[index]] = text if len(text) <= 300 else text[:297] + "..."
+            errors[todo[index]] = one_line(exc)
     rows = [done.get(ex.id) or fresh.get(ex.id) for ex in examples]
     rows = [r for r in rows if r is not None]
     summary = aggregate(rows)
