@@ -253,8 +253,11 @@ def race(
                     f"(p = {test.p:.3g})"
                 )
         alive = [r for r in runners.values() if r.state == "running"]
+        # the rungs' own calls (a resumed race's ``calls.spent`` also holds the rows and
+        # trials of later stages, which must not end the rungs earlier than the first run did)
+        rung_calls = sum(CallBudget.cost(row) for r in runners.values() for row in r.rows)
         last = n_questions >= len(valset) or (
-            budget is not None and calls.spent >= RUNG_SHARE * budget
+            budget is not None and rung_calls >= RUNG_SHARE * budget
         )
         if not last:  # successive halving: the better half goes on, and the cheapest of all
             _halve(alive, metric, len(questions))

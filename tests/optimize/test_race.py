@@ -190,3 +190,22 @@ def test_a_rung_halves_the_field_but_keeps_the_cheapest():
     two = [runner("x", 9, 900), runner("y", 1, 100)]
     _halve(two, "f1", 10)  # never below two: the depth stage decides between them
     assert all(r.state == "running" for r in two)
+
+
+def test_a_resumed_race_takes_the_same_rungs_and_spends_nothing_again(scripted_lm, bm25, tmp_path):
+    # 24 validation questions; budget 150: the rungs stop at half of it, after 20 questions
+    # (basic 1 call and multihop 3 a question: 40 calls after 10, 80 after 20)
+    examples, work = train(tmp_path), tmp_path / "race"
+    lm, engine = scripted_lm(script())
+    first = run(lm, bm25, examples, budget=150, workdir=work)
+    rungs = [r for r in first.table if r["stage"] == "rungs"]
+    assert {r["n"] for r in rungs} == {20}
+    spent = len(engine.prompts)
+    # the same race again: every row and trial is taken from the work directory, and the
+    # rungs end where they ended, though the calls of its deep stage are already spent
+    lm, engine = scripted_lm(script())
+    again = run(lm, bm25, examples, budget=150, workdir=work)
+    assert engine.prompts == []
+    assert [r for r in again.table if r["stage"] == "rungs"] == rungs
+    assert again.spent == first.spent == spent
+    assert again.choice == first.choice
