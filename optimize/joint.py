@@ -37,7 +37,7 @@ import json
 import math
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -348,6 +348,7 @@ def joint_compile(
     study: optuna.Study | None = None,
     progress: bool = True,
     calls: CallBudget | None = None,
+    on_chunk: Callable[[dict[str, Any]], None] | None = None,
 ) -> JointResult:
     """Search ``program_name``'s knobs (``fixed`` ones held; ``values`` names the values tried
     for a knob instead of its declared range, ``knob_grid``, the default added where missing)
@@ -358,7 +359,8 @@ def joint_compile(
     else the defaults stay; with ``ties="nearest"`` the trial taken is the one nearest the
     defaults among those the test cannot tell apart from the best (module docstring).
     ``calls`` (the strategy race's) is checked before each chunk of questions: a chunk it
-    does not cover stops the trial (pruned, its scores kept) and the search. Run under
+    does not cover stops the trial (pruned, its scores kept) and the search. ``on_chunk`` is
+    told of each chunk scored (trial, point, questions and running score so far). Run under
     ``dspy.context(lm=lm)``."""
     fixed = dict(fixed or {})
     searched = check_search(program_name, fixed, values, demos)
@@ -425,6 +427,16 @@ def joint_compile(
                     trial.report(float(row["scores"][metric] or 0.0), start + offset)
                 rows += result.rows
                 trial.set_user_attr("partial", float(aggregate(rows)[metric] or 0.0))
+                if on_chunk is not None:
+                    point = {**params, "demos": source}
+                    on_chunk(
+                        {
+                            "trial": trial.number,
+                            "point": point,
+                            "n": len(rows),
+                            "score": trial.user_attrs["partial"],
+                        }
+                    )
                 # kept as each chunk ends: a process killed mid-trial (no finally) still leaves
                 # what its questions cost, which a resumed race charges to its budget
                 trial.set_user_attr("aggregate", _stored_aggregate(rows))

@@ -277,6 +277,11 @@ def race(
         if share_of is not None and share_of <= 0:
             break
         lane = calls.lane(share_of)
+
+        def chunk_scored(trial: dict[str, Any], name: str = runner.name, lane=lane) -> None:
+            live = {**state(), "spent": calls.spent + lane.spent}
+            tell("trial", {**live, "program": name, "trial": trial})
+
         try:
             runner.joint = joint_compile(
                 runner.name,
@@ -294,6 +299,7 @@ def race(
                 study=joint_study(storage, study_name(runner.name)),
                 progress=False,
                 calls=lane,
+                on_chunk=chunk_scored,
             )
         except InputError as err:  # no trial completed within its share
             runner.reason = str(err)

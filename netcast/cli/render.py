@@ -169,7 +169,8 @@ def _changed_knobs(program: str, knobs: Any) -> str:
 
 def race_progress(event: str, state: dict[str, Any]) -> None:
     """A live line per race step on stderr: strategies in the race with their running score,
-    questions scored, calls spent (of the budget), the leader and its margin."""
+    questions scored, calls spent (of the budget), the leader and its margin; in the deep
+    stage, also the joint trial running, its grid point and its score so far."""
     runners = state["runners"].values()
     alive = [r for r in runners if r.state in ("running", "finished", "out of budget")]
     means = {r.name: sum(r.scores(state["metric"]).values()) / len(r.rows) for r in alive if r.rows}
@@ -187,6 +188,10 @@ def race_progress(event: str, state: dict[str, Any]) -> None:
         + (f"; leader {ranked[0]}{margin}" if ranked else "")
         + (f"; out: {', '.join(out)}" if out else "")
     )
+    if event == "trial":  # the deep stage: a survivor's joint compile, a chunk at a time
+        t = state["trial"]
+        point = ", ".join(f"{k} {v}" for k, v in t["point"].items())
+        line += f"; {state['program']} trial {t['trial']} ({point}): {t['score']:.3f} on {t['n']} q"
     err_console.print(line, markup=False, soft_wrap=True)
 
 
