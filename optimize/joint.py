@@ -276,9 +276,18 @@ def nearest_tie(
     return min(ties, key=key), sorted(c.number for c in ties)
 
 
+def model_calls(agg: dict[str, Any]) -> int:
+    """The calls a trial's questions made that reached the model (DSPy's cache answered the
+    rest), from its stored aggregate (means over its ``n`` questions)."""
+    return round(
+        ((agg.get("lm_calls") or 0) - (agg.get("cached_calls") or 0)) * (agg.get("n") or 0)
+    )
+
+
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
-    """Each trial of the study: its knobs, demonstration source, validation score, tokens and
-    model calls per question, questions scored, state."""
+    """Each trial of the study: its knobs, demonstration source, validation score, tokens
+    and seconds a question, model calls (all, and those that reached the model), questions
+    scored, state."""
     rows = []
     for t in study.get_trials(deepcopy=False):
         agg = t.user_attrs.get("aggregate") or {}
@@ -290,6 +299,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
                 "score": t.value if t.values else t.user_attrs.get("partial"),
                 "tokens": agg.get("tokens"),
                 "calls": t.user_attrs.get("calls"),
+                "model_calls": model_calls(agg),
                 "n": agg.get("n"),
                 "seconds": agg.get("seconds"),
                 "state": t.user_attrs.get("stopped") or t.state.name.lower(),

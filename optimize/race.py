@@ -50,6 +50,8 @@ from netcast.optimize.joint import (
     check_search,
     joint_compile,
     joint_study,
+    model_calls,
+    trial_rows,
 )
 from netcast.programs import get_program, program_names
 from netcast.programs import knobs as knobs_mod
@@ -118,6 +120,7 @@ class Runner:
     rows: list[dict[str, Any]] = field(default_factory=list)  # its defaults, on the rungs
     saved: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows an earlier run kept
     joint: Any = None  # its JointResult, after the depth stage
+    trials: list[dict[str, Any]] = field(default_factory=list)  # its joint trials, any state
     choice: dict[str, Any] | None = None  # what it is judged by: scores, tokens, knobs, demos
 
     def scores(self, metric: str) -> dict[str, float]:
@@ -219,7 +222,14 @@ def race(
                 old = optuna.load_study(study_name=study_name(n), storage=storage)
             except KeyError:
                 continue
-            calls.charge(n, [], extra=sum(_trial_cost(t) for t in old.get_trials(deepcopy=False)))
+            calls.charge(
+                n,
+                [],
+                extra=sum(
+                    model_calls(t.user_attrs.get("aggregate") or {})
+                    for t in old.get_trials(deepcopy=False)
+                ),
+            )
 
     # 1. rungs: every strategy at its defaults, the trailing ones dropped
     built = {n: get_program(n)(retriever, lm=lm, **held[n]) for n in names}
@@ -282,6 +292,7 @@ def race(
             live = {**state(), "spent": calls.spent + lane.spent}
             tell("trial", {**live, "program": name, "trial": trial})
 
+        study = joint_study(storage, study_name(runner.name))
         try:
             runner.joint = joint_compile(
                 runner.name,
@@ -296,7 +307,7 @@ def race(
                 ties=ties,
                 teacher_lm=teacher_lm,
                 seed=seed,
-                study=joint_study(storage, study_name(runner.name)),
+                study=study,
                 progress=False,
                 calls=lane,
                 on_chunk=chunk_scored,
@@ -307,6 +318,7 @@ def race(
             runner.state, runner.reason = "failed", one_line(err)
         finally:
             calls.absorb(lane)
+            runner.trials = trial_rows(study)  # with no trial complete too: what it spent
         tell("deep", state())
 
     # 3. choice: the best validation score; among those it cannot be told from, the cheapest
@@ -383,12 +395,6 @@ def _mean(scores: dict[str, float]) -> float:
 
 def _reasons(runners: dict[str, Runner]) -> str:
     return "; ".join(f"{r.name}: {r.state} ({r.reason})" for r in runners.values())
-
-
-def _trial_cost(t: optuna.trial.FrozenTrial) -> int:
-    agg = t.user_attrs.get("aggregate") or {}
-    n = agg.get("n") or 0
-    return round(((agg.get("lm_calls") or 0) - (agg.get("cached_calls") or 0)) * n)
 
 
 def _score_rung(
@@ -486,7 +492,7 @@ def race_table(runners: dict[str, Runner], metric: str) -> list[dict[str, Any]]:
                 "question_scores": r.scores(metric),
             }
         )
-        for t in r.joint.trials if r.joint is not None else []:
+        for t in r.trials:
             table.append(
                 {
                     "program": r.name,
@@ -497,9 +503,9 @@ def race_table(runners: dict[str, Runner], metric: str) -> list[dict[str, Any]]:
                     "score": t["score"],
                     "tokens": t["tokens"],
                     "seconds": t.get("seconds"),
-                    "calls": t["calls"],
+                    "calls": t["model_calls"],  # as the rungs count them: cache hits free
                     "state": t["state"],
-                    "reason": "chosen" if t["trial"] == r.joint.trial else "",
+                    "reason": "chosen" if r.joint and t["trial"] == r.joint.trial else "",
                     "question_scores": t["question_scores"],
                 }
             )

@@ -89,6 +89,7 @@ def test_the_budget_of_model_calls_is_never_exceeded(scripted_lm, bm25, tmp_path
     result = run(lm, bm25, train(tmp_path), budget=budget)
     assert len(engine.prompts) <= budget
     assert result.spent == len(engine.prompts)  # every call counted (no cache here)
+    assert sum(r["calls"] for r in result.table) == result.spent  # the table counts them alike
     assert result.program_name in ("basic", "multihop")
 
 
@@ -209,3 +210,11 @@ def test_a_resumed_race_takes_the_same_rungs_and_spends_nothing_again(scripted_l
     assert [r for r in again.table if r["stage"] == "rungs"] == rungs
     assert again.spent == first.spent == spent
     assert again.choice == first.choice
+
+
+def test_a_trial_counts_the_calls_that_reached_the_model_as_the_rungs_do():
+    from netcast.optimize.joint import model_calls
+
+    # 10 questions, 3 calls each on average of which 1 answered by DSPy's cache
+    assert model_calls({"n": 10, "lm_calls": 3.0, "cached_calls": 1.0}) == 20
+    assert model_calls({}) == 0  # a trial killed before its first chunk stored nothing
