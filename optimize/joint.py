@@ -43,6 +43,7 @@ from typing import Any
 
 import dspy
 import optuna
+from dspy.utils.exceptions import AdapterParseError
 
 from netcast.errors import InputError
 from netcast.evaluation.evaluate import aggregate, evaluate
@@ -60,6 +61,7 @@ TIES = ("nearest", "best")  # among trials the test cannot tell apart from the b
 PRUNE_P = 0.01  # a trial trailing the best complete one at this p stops early
 JOINT_DEMOS = ("none", "annotations")  # the sources searched when a recipe names none
 GRID_POINTS = 6  # values tried per numeric knob whose range holds more
+COMPLETE = optuna.trial.TrialState.COMPLETE
 
 
 def knob_grid(cls: type, lm: Any = None, fixed: dict[str, Any] | None = None) -> dict[str, list]:
@@ -296,13 +298,15 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
                 "trial": t.number,
                 "knobs": t.user_attrs.get("knobs", {}),
                 "demos": t.params.get("demos"),
-                "score": t.value if t.values else t.user_attrs.get("partial"),
+                # a stopped trial's Optuna value is its last question's score, not its mean
+                "score": t.value if t.state == COMPLETE else t.user_attrs.get("partial"),
                 "tokens": agg.get("tokens"),
                 "calls": t.user_attrs.get("calls"),
                 "model_calls": model_calls(agg),
                 "n": agg.get("n"),
                 "seconds": agg.get("seconds"),
                 "state": t.user_attrs.get("stopped") or t.state.name.lower(),
+                "reason": t.user_attrs.get("failed", ""),
                 # each validation question's score, so a choice can be checked (or another
                 # rule applied) from the recipe alone
                 "question_scores": t.user_attrs.get("scores") or {},
@@ -432,7 +436,15 @@ def joint_compile(
                     calls.charge(program_name, result.rows)
                 if result.errors:
                     first = next(iter(result.errors.values()))
-                    raise RuntimeError(f"{len(result.errors)} question(s) failed (first: {first})")
+                    message = f"{len(result.errors)} question(s) failed (first: {first})"
+                    if all(isinstance(e, AdapterParseError) for e in result.raised.values()):
+                        # the model's replies at this point fit no field: the point fails
+                        # (recorded, not tried again) and the search goes on; Optuna's state
+                        # is PRUNED, as it is for any trial that stopped without a score
+                        trial.set_user_attr("stopped", "failed")
+                        trial.set_user_attr("failed", message)
+                        raise optuna.TrialPruned()
+                    raise RuntimeError(message)  # a model error: the compile stops (resumable)
                 for offset, row in enumerate(result.rows):  # each question its own step
                     trial.report(float(row["scores"][metric] or 0.0), start + offset)
                 rows += result.rows

@@ -215,21 +215,18 @@ def race(
     def state() -> dict[str, Any]:
         return {"runners": runners, "spent": calls.spent, "budget": budget, "metric": metric}
 
-    # calls spent by an earlier run of this race (its rows and trials are reused, not redone)
+    # calls an earlier run of this race spent on joint trials (reused, not redone): charged to
+    # each strategy's own share of the deep stage, so that a resumed race gives every
+    # survivor the share an uninterrupted one would have
+    prior: dict[str, int] = {}
     if work and (work / "trials.db").exists():
         for n in names:
             try:
                 old = optuna.load_study(study_name=study_name(n), storage=storage)
             except KeyError:
                 continue
-            calls.charge(
-                n,
-                [],
-                extra=sum(
-                    model_calls(t.user_attrs.get("aggregate") or {})
-                    for t in old.get_trials(deepcopy=False)
-                ),
-            )
+            trials = old.get_trials(deepcopy=False)
+            prior[n] = sum(model_calls(t.user_attrs.get("aggregate") or {}) for t in trials)
 
     # 1. rungs: every strategy at its defaults, the trailing ones dropped
     built = {n: get_program(n)(retriever, lm=lm, **held[n]) for n in names}
@@ -287,6 +284,7 @@ def race(
         if share_of is not None and share_of <= 0:
             break
         lane = calls.lane(share_of)
+        lane.charge(runner.name, [], extra=prior.pop(runner.name, 0))
 
         def chunk_scored(trial: dict[str, Any], name: str = runner.name, lane=lane) -> None:
             live = {**state(), "spent": calls.spent + lane.spent}
@@ -321,6 +319,8 @@ def race(
             runner.trials = trial_rows(study)  # with no trial complete too: what it spent
         tell("deep", state())
 
+    for n, spent in prior.items():  # trials of strategies this run gave no share (none, if
+        calls.charge(n, [], extra=spent)  # the earlier run was this race): still spent
     # 3. choice: the best validation score; among those it cannot be told from, the cheapest
     finalists = []
     for runner in runners.values():  # the budget may have stopped some on a rung: judged there
@@ -505,7 +505,7 @@ def race_table(runners: dict[str, Runner], metric: str) -> list[dict[str, Any]]:
                     "seconds": t.get("seconds"),
                     "calls": t["model_calls"],  # as the rungs count them: cache hits free
                     "state": t["state"],
-                    "reason": "chosen" if r.joint and t["trial"] == r.joint.trial else "",
+                    "reason": "chosen" if r.joint and t["trial"] == r.joint.trial else t["reason"],
                     "question_scores": t["question_scores"],
                 }
             )

@@ -23,8 +23,9 @@ from netcast.signatures import JudgeAnswer
 class EvalResult:
     rows: list[dict[str, Any]]
     aggregate: dict[str, Any]
-    errors: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # question id -> one line
     run_dir: Path | None = None
+    raised: dict[str, BaseException] = field(default_factory=dict)  # question id -> exception
 
 
 def judge_match(example: dspy.Example, answer: str, judge_lm: Any) -> float:
@@ -156,6 +157,7 @@ def evaluate(
         timeout=0,  # no straggler re-submission: each question runs exactly once
     )
     errors: dict[str, str] = {}
+    raised: dict[str, BaseException] = {}
     if todo:
         try:
             executor.execute(run_one, todo)
@@ -164,6 +166,7 @@ def evaluate(
                 raise
         for index, exc in executor.exceptions_map.items():
             errors[todo[index]] = one_line(exc)
+            raised[todo[index]] = exc
     rows = [done.get(ex.id) or fresh.get(ex.id) for ex in examples]
     rows = [r for r in rows if r is not None]
     summary = aggregate(rows)
@@ -171,4 +174,4 @@ def evaluate(
     summary["n_total"] = len(examples)
     if log is not None:
         log.write_aggregate(summary)
-    return EvalResult(rows, summary, errors, log.dir if log else None)
+    return EvalResult(rows, summary, errors, log.dir if log else None, raised)
