@@ -480,7 +480,14 @@ def joint_compile(
     for point in points:
         if point in tried:
             continue
-        if out_of_calls or (budget is not None and spent >= budget):
+        first_chunk = min(chunk, len(valset))
+        if (
+            out_of_calls
+            or (budget is not None and spent >= budget)
+            # the race's share cannot cover the first chunk: no trial is opened (a resumed
+            # race would otherwise open an empty one where the first run had stopped)
+            or (calls is not None and calls.affordable(program_name, first_chunk) < first_chunk)
+        ):
             untried += 1
             continue
         study.enqueue_trial(point)

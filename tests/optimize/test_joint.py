@@ -396,3 +396,37 @@ def test_nearest_tie_is_a_pure_rule_over_candidates():
     assert chosen is seven
     versus = versus_defaults(three, default, 0.1)
     assert versus["n"] == 20 and versus["diff"] == 0.95 and not versus["kept_defaults"]
+
+
+def test_a_point_whose_replies_do_not_parse_fails_alone_and_is_not_tried_again(
+    scripted_lm, bm25, tmp_path
+):
+    # chain of thought asks for a reasoning field the script never writes: those points fail
+    # to parse; the search goes on to the other points and takes the best of those
+    def search(lm):
+        with dspy.context(lm=lm):
+            return joint_compile(
+                "basic",
+                bm25,
+                france_questions(10),
+                lm=lm,
+                fixed={"links": 0},
+                values={"top_k": [1, 2], "chain_of_thought": [False, True]},
+                demos=["none"],
+                study=joint_study(f"sqlite:///{tmp_path / 'trials.db'}"),
+                progress=False,
+            )
+
+    lm, engine = scripted_lm(lambda prompt: {"answer": "Paris"})
+    result = search(lm)
+    states = {(t["knobs"]["top_k"], t["knobs"]["chain_of_thought"]): t for t in result.trials}
+    assert len(states) == 6  # top_k 1, 2 and the default 5, with and without
+    for top_k in (1, 2, 5):
+        failed = states[(top_k, True)]
+        assert failed["state"] == "failed" and "AdapterParseError" in failed["reason"]
+        assert states[(top_k, False)]["state"] == "complete"
+    assert result.knobs["chain_of_thought"] is False
+    # run again over the same storage: no point is tried again, the failed ones included
+    lm, engine = scripted_lm(lambda prompt: {"answer": "Paris"})
+    again = search(lm)
+    assert engine.prompts == [] and len(again.trials) == 6

@@ -218,3 +218,34 @@ def test_a_trial_counts_the_calls_that_reached_the_model_as_the_rungs_do():
     # 10 questions, 3 calls each on average of which 1 answered by DSPy's cache
     assert model_calls({"n": 10, "lm_calls": 3.0, "cached_calls": 1.0}) == 20
     assert model_calls({}) == 0  # a trial killed before its first chunk stored nothing
+
+
+def test_a_race_killed_in_its_deep_stage_resumes_to_the_same_end(scripted_lm, bm25, tmp_path):
+    # the same race uninterrupted, and killed a few calls before its end (in the deep stage)
+    # then run again: each survivor's share of the deep stage, hence every trial, is the same
+    examples = train(tmp_path)
+    lm, engine = scripted_lm(script())
+    whole = run(lm, bm25, examples, budget=150, workdir=tmp_path / "whole")
+    assert [r for r in whole.table if r["stage"] == "joint"]  # it reached the deep stage
+    count, respond = {"n": 0}, script()
+
+    def dies(prompt):
+        count["n"] += 1
+        if count["n"] > len(engine.prompts) - 5:
+            raise KeyboardInterrupt
+        return respond(prompt)
+
+    lm, _ = scripted_lm(dies)
+    with pytest.raises(KeyboardInterrupt):
+        run(lm, bm25, examples, budget=150, workdir=tmp_path / "cut")
+    lm, _ = scripted_lm(script())
+    resumed = run(lm, bm25, examples, budget=150, workdir=tmp_path / "cut")
+
+    def timeless(table):
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in table]
+
+    # the trial the kill cut is listed as failed (its point tried again after it)
+    killed = [r for r in resumed.table if r["state"] == "fail"]
+    assert len(killed) == 1 and killed[0]["n"] == 0
+    assert timeless(r for r in resumed.table if r not in killed) == timeless(whole.table)
+    assert resumed.spent == whole.spent and resumed.choice == whole.choice
