@@ -533,3 +533,56 @@ def race_line(race: dict[str, Any]) -> str:
             f"{c['alpha']}) and takes fewer tokens"
         )
     return f"race winner: {c['winner']} ({how})"
+
+
+RACE_COLUMNS = ("program", "stage", "knobs", "demos", "score", "n", "tokens/q", "calls", "state")
+
+
+def race_title(race: dict[str, Any]) -> str:
+    """The race's size in a line: calls spent of the budget, validation questions, and the
+    model time its rows and trials took (the sum of their questions' seconds)."""
+    choice = race.get("choice") or {}
+    rows = race.get("table") or []
+    hours = sum((r.get("seconds") or 0) * (r.get("n") or 0) for r in rows) / 3600
+    budget = race.get("budget")
+    return (
+        f"strategy race: {race.get('spent')} model calls"
+        + (f" of {budget}" if budget is not None else "")
+        + f", {choice.get('validation_questions', '?')} validation questions, "
+        + f"{hours:.1f} h of model time"
+    )
+
+
+def race_cells(race: dict[str, Any]) -> list[list[str]]:
+    """Each row of the race's table as text: program (the winner marked), stage, the knobs
+    changed from the program's defaults, demonstrations, validation score, questions, tokens
+    a question, calls that reached the model, state (with its reason)."""
+    winner = (race.get("choice") or {}).get("winner")
+    cells = []
+    for r in race.get("table") or []:
+        chosen = r["reason"] == "chosen"
+        won = r["program"] == winner and r["stage"] == "rungs"
+        state = "chosen" if chosen else r["state"] + (f": {r['reason']}" if r["reason"] else "")
+        cells.append(
+            [
+                r["program"] + (" <- winner" if won else ""),
+                r["stage"],
+                changed_knobs(r["program"], r["knobs"]),
+                str(r["demos"]),
+                "-" if r["score"] is None else f"{r['score']:.3f}",
+                str(r["n"] or "-"),
+                "-" if not r["tokens"] or not r["n"] else f"{r['tokens']:,.0f}",
+                str(r["calls"] or 0),
+                state,
+            ]
+        )
+    return cells
+
+
+def changed_knobs(program: str, knobs: Any) -> str:
+    """``knobs`` as the ones that differ from ``program``'s defaults (``defaults`` if none)."""
+    if not isinstance(knobs, dict):
+        return str(knobs)
+    defaults = get_program(program).knob_defaults()
+    changed = {k: v for k, v in knobs.items() if defaults.get(k) != v}
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in changed.items()) or "defaults"

@@ -126,45 +126,16 @@ def trials_table(trials: list[dict[str, Any]]) -> Table:
 
 
 def race_table(race: dict[str, Any]) -> Table:
-    """The strategy race: each strategy's defaults on the rungs and each grid point of its
-    joint compile (the knobs it changes from the defaults), n, validation score, tokens a
-    question, calls that reached the model (trial rows: every call), state."""
-    choice = race.get("choice") or {}
-    spent, budget = race.get("spent"), race.get("budget")
-    table = Table(
-        title=f"strategy race: {spent} model calls"
-        + (f" of {budget}" if budget is not None else "")
-        + f", {choice.get('validation_questions', '?')} validation questions",
-    )
-    for col in ("program", "stage", "knobs", "demos", "score", "n", "tokens/q", "calls", "state"):
+    """The strategy race (``optimize.race.race_cells``): each strategy's defaults on the rungs
+    and each grid point of its joint compile, with the calls that reached the model."""
+    from netcast.optimize.race import RACE_COLUMNS, race_cells, race_title
+
+    table = Table(title=race_title(race))
+    for col in RACE_COLUMNS:
         table.add_column(col)
-    for r in race.get("table") or []:
-        chosen = r["reason"] == "chosen"
-        won = r["program"] == choice.get("winner") and r["stage"] == "rungs"
-        state = "chosen" if chosen else r["state"] + (f": {r['reason']}" if r["reason"] else "")
-        table.add_row(
-            r["program"] + (" <- winner" if won else ""),
-            r["stage"],
-            _changed_knobs(r["program"], r["knobs"]),
-            str(r["demos"]),
-            "-" if r["score"] is None else f"{r['score']:.3f}",
-            str(r["n"] or "-"),
-            "-" if not r["tokens"] or not r["n"] else f"{r['tokens']:,.0f}",
-            str(r["calls"] or 0),
-            state,
-        )
+    for cells in race_cells(race):
+        table.add_row(*cells)
     return table
-
-
-def _changed_knobs(program: str, knobs: Any) -> str:
-    """``knobs`` as the ones that differ from ``program``'s defaults (``defaults`` if none)."""
-    if not isinstance(knobs, dict):
-        return str(knobs)
-    from netcast.programs import get_program
-
-    defaults = get_program(program).knob_defaults()
-    changed = {k: v for k, v in knobs.items() if defaults.get(k) != v}
-    return ", ".join(f"{k}={json.dumps(v)}" for k, v in changed.items()) or "defaults"
 
 
 def race_progress(event: str, state: dict[str, Any]) -> None:

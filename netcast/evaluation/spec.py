@@ -693,7 +693,7 @@ def compile_lines(spec: Spec) -> list[str]:
     joint compile, every trial on held-out training questions and its test against the
     defaults (a race: the race's choice)."""
     from netcast.optimize.joint import searched_knobs, trial_cells, versus_defaults_line
-    from netcast.optimize.race import race_line
+    from netcast.optimize.race import RACE_COLUMNS, changed_knobs, race_cells, race_line, race_title
 
     lines: list[str] = []
     for entry in spec.file.compiled:
@@ -704,15 +704,24 @@ def compile_lines(spec: Spec) -> list[str]:
         joint = recipe.get("joint") or {}
         trials = joint.get("trials") or []
         searched = searched_knobs(trials)
-        if searched:
+        race = recipe.get("race")
+        if race:
+            won = [r for r in race["table"] if r["program"] == recipe["program"]]
+            demos = next((r["demos"] for r in won if r["reason"] == "chosen"), "none")
+            knobs = f"the winner {recipe['program']}, " + changed_knobs(
+                recipe["program"], recipe["knobs"]
+            )
+            knobs += f", demonstrations {demos}"
+        elif searched:
             knobs = "chose " + json.dumps({k: recipe["knobs"].get(k) for k in searched})
             knobs += f" with demonstrations {joint.get('chosen_demos', '-')}"
         else:
             knobs = "knobs " + (json.dumps(entry.knobs) if entry.knobs else "at their defaults")
         lines += [f"## Compile: {entry.name}", ""]
         lines += [f"Optimizer {recipe['optimizer']['name']}; {knobs}.", ""]
-        if recipe.get("race"):
-            lines += [race_line(recipe["race"]), ""]
+        if race:
+            lines += [race_line(race), "", race_title(race) + ":", ""]
+            lines += markdown_table(list(RACE_COLUMNS), race_cells(race))
         if trials:
             cells = [
                 trial_cells(

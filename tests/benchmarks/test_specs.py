@@ -70,16 +70,20 @@ def test_each_artifact_was_made_with_the_options_its_spec_declares(spec, entry):
         assert recipe["joint"]["fixed"] == source["joint"]["fixed"]
         return
     data = recipe["dataset"]
-    assert recipe["program"] == entry.program
+    race = recipe.get("race")  # a race's recipe names its winner; the race, what was raced
+    assert (race["programs"] if race else recipe["program"]) == entry.program
     assert data["name"] == (entry.dataset or spec.file.dataset)
     assert (data["train_limit"], data["dev_limit"]) == (entry.train_limit, entry.dev_limit)
     assert data.get("select_on", "dev") == (entry.select_on or "dev")
-    assert recipe["optimizer"]["name"] == entry.optimizer
+    assert recipe["optimizer"]["name"] == ("race" if race else entry.optimizer)
     assert recipe.get("teacher", "model") == entry.teacher
     assert recipe["teacher_model"] == entry.teacher_model
     assert recipe["metric"] == entry.metric and recipe["seed"] == entry.seed
     settings = recipe["optimizer"]["settings"]
-    if entry.optimizer == "joint":
+    if race:
+        assert race["fixed"] == entry.knobs and settings.get("budget") == entry.budget
+        assert race["budget"] == entry.budget and race["spent"] <= entry.budget
+    elif entry.optimizer == "joint":
         assert recipe["joint"]["fixed"] == entry.knobs  # what the search held
         grid = dict(entry.grid)
         demos = grid.pop("demos", ["none", "annotations"])
