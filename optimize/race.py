@@ -266,8 +266,9 @@ def race(
         last = n_questions >= len(valset) or (
             budget is not None and rung_calls >= RUNG_SHARE * budget
         )
-        if not last:  # successive halving: the better half goes on, and the cheapest of all
-            _halve(alive, metric, len(questions))
+        # successive halving: the better half goes on, and the cheapest of all; after the
+        # last rung too, so that the deep stage's shares go to the best few, not to all
+        _halve(alive, metric, len(questions))
         tell("rung", {**state(), "questions": len(questions), "leader": leader.name})
         alive = [r for r in runners.values() if r.state == "running"]
         if len(alive) <= 1 or last:
