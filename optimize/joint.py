@@ -448,20 +448,17 @@ def joint_compile(
                 for offset, row in enumerate(result.rows):  # each question its own step
                     trial.report(float(row["scores"][metric] or 0.0), start + offset)
                 rows += result.rows
-                trial.set_user_attr("partial", float(aggregate(rows)[metric] or 0.0))
+                # kept as each chunk ends: a process killed mid-trial (no finally) still leaves
+                # what its questions cost, which a resumed race charges to its budget
+                stored = _stored_aggregate(rows)
+                partial = float(stored[metric] or 0.0)
+                trial.set_user_attr("partial", partial)
+                trial.set_user_attr("aggregate", stored)
                 if on_chunk is not None:
                     point = {**params, "demos": source}
                     on_chunk(
-                        {
-                            "trial": trial.number,
-                            "point": point,
-                            "n": len(rows),
-                            "score": trial.user_attrs["partial"],
-                        }
+                        {"trial": trial.number, "point": point, "n": len(rows), "score": partial}
                     )
-                # kept as each chunk ends: a process killed mid-trial (no finally) still leaves
-                # what its questions cost, which a resumed race charges to its budget
-                trial.set_user_attr("aggregate", _stored_aggregate(rows))
                 # raced from the third chunk on (10 questions are noise) and only while a
                 # whole chunk is left: near the end it would save a few calls and drop a
                 # finished score from the candidates
