@@ -235,15 +235,19 @@ def race(
             if (work / n / "run.json").exists():
                 runner.saved = RunLog(work / n, _run_info(n, built[n], lm)).rows
                 calls.charge(n, list(runner.saved.values()))
+
+    def chunk(runner: Runner) -> Callable[[], None]:  # a live line per chunk of a rung
+        return lambda: tell("chunk", {**state(), "program": runner.name})
+
     # each strategy's first question scored before any other: its calls a question are unknown
     # until then, and every later chunk is admitted at the most one of its questions took
     for runner in runners.values():
-        _score_rung(runner, built[runner.name], valset[:1], calls, work, lm)
+        _score_rung(runner, built[runner.name], valset[:1], calls, work, lm, chunk(runner))
     n_questions = first
     while True:
         questions = valset[:n_questions]
         for runner in [r for r in runners.values() if r.state == "running"]:
-            _score_rung(runner, built[runner.name], questions, calls, work, lm)
+            _score_rung(runner, built[runner.name], questions, calls, work, lm, chunk(runner))
             tell("scored", state())
         alive = [r for r in runners.values() if r.state == "running"]
         if not alive:
@@ -405,10 +409,11 @@ def _score_rung(
     calls: CallBudget,
     work: Path | None,
     lm: Any,
+    on_chunk: Callable[[], None] = lambda: None,
 ) -> None:
     """Score ``runner`` at its defaults on ``questions`` (those not scored yet, or saved by an
-    earlier run), a chunk at a time while the budget covers it; a failing question drops the
-    strategy."""
+    earlier run), a chunk at a time while the budget covers it, ``on_chunk`` told after each;
+    a failing question drops the strategy."""
     done = {r["id"] for r in runner.rows}
     for q in questions:
         if q.id not in done and q.id in runner.saved:
@@ -436,6 +441,7 @@ def _score_rung(
         calls.charge(runner.name, fresh)
         runner.rows += fresh
         done |= {r["id"] for r in fresh}
+        on_chunk()
         if result.errors:
             first_id, first = next(iter(result.errors.items()))
             runner.state, runner.reason = "failed", f"{first_id}: {first}"

@@ -140,8 +140,9 @@ def race_table(race: dict[str, Any]) -> Table:
 
 def race_progress(event: str, state: dict[str, Any]) -> None:
     """A live line per race step on stderr: strategies in the race with their running score,
-    questions scored, calls spent (of the budget), the leader and its margin; in the deep
-    stage, also the joint trial running, its grid point and its score so far."""
+    questions scored, calls spent (of the budget), the leader and its margin; on a rung, the
+    strategy being scored; in the deep stage, the joint trial running, its grid point and its
+    score so far."""
     runners = state["runners"].values()
     alive = [r for r in runners if r.state in ("running", "finished", "out of budget")]
     means = {r.name: sum(r.scores(state["metric"]).values()) / len(r.rows) for r in alive if r.rows}
@@ -159,6 +160,8 @@ def race_progress(event: str, state: dict[str, Any]) -> None:
         + (f"; leader {ranked[0]}{margin}" if ranked else "")
         + (f"; out: {', '.join(out)}" if out else "")
     )
+    if event == "chunk":  # a rung, a chunk of questions at a time
+        line += f"; scoring {state['program']} at its defaults"
     if event == "trial":  # the deep stage: a survivor's joint compile, a chunk at a time
         t = state["trial"]
         point = ", ".join(f"{k} {v}" for k, v in t["point"].items())

@@ -34,7 +34,9 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
     assert result.exit_code == 0, result.output
     assert "strategy race: " in result.output and " of 60" in result.output
     assert "race winner: basic" in result.output
-    # live progress: the rungs, then the deep stage a chunk of a joint trial at a time
+    # live progress: each chunk of a rung, each rung, then each chunk of a joint trial
+    assert "race [chunk] 2 in the race" in result.output
+    assert "; scoring multihop at its defaults" in result.output
     assert "race [rung] 1 in the race" in result.output and "out: multihop" in result.output
     assert "; basic trial 0 (top_k 5, demos none): " in result.output
     assert "basic at its defaults" in result.output  # the score table's first column
