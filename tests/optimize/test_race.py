@@ -249,3 +249,40 @@ def test_a_race_killed_in_its_deep_stage_resumes_to_the_same_end(scripted_lm, bm
     assert len(killed) == 1 and killed[0]["n"] == 0
     assert timeless(r for r in resumed.table if r not in killed) == timeless(whole.table)
     assert resumed.spent == whole.spent and resumed.choice == whole.choice
+
+
+def test_after_the_last_rung_the_field_is_halved_before_the_deep_stage(scripted_lm, bm25, tmp_path):
+    # three strategies, 10 validation questions: the first rung is the last. basic right on
+    # all (and the cheapest), multihop wrong on one, iterkey wrong on two: no paired test
+    # drops iterkey (p = 0.5), but it is not in the better two, so it leaves before the deep
+    # stage and runs no joint trial
+    examples = train(tmp_path, n=20)
+    ids = [int(e.id[1:]) for e in examples]
+
+    def respond(prompt):
+        question = last_question(prompt)
+        asked = [i for i in ids if question.startswith(f"Question {i}:")]
+        if "[[ ## is_correct ## ]]" in prompt and "[[ ## answer ## ]]\n" in prompt:
+            return {"is_correct": "True"}
+        if "[[ ## keywords ## ]]" in prompt:
+            return {"keywords": '["capital", "France"]'}
+        if "Below are some documents" in prompt:  # iterkey's answer
+            return {"answer": "Berlin" if set(asked) & set(ids[:2]) else "Paris"}
+        if is_multihop(prompt):
+            answer = "Berlin" if set(asked) & {ids[2]} else "Paris"
+            return {"reasoning": "so", "query": "capital France", "answer": answer}
+        return {"answer": "Paris"}
+
+    lm, _ = scripted_lm(respond)
+    with dspy.context(lm=lm):
+        result = race(
+            ["basic", "multihop", "iterkey"], bm25, examples, lm=lm, demos=NONE, first=10,
+            fixed={**FIXED, "validation": "text"},
+        )  # fmt: skip
+    rungs = {r["program"]: r for r in result.table if r["stage"] == "rungs"}
+    assert {r["n"] for r in rungs.values()} == {10}
+    assert [rungs[p]["score"] for p in ("basic", "multihop", "iterkey")] == [1.0, 0.9, 0.8]
+    assert rungs["iterkey"]["state"] == "dropped" and "halved" in rungs["iterkey"]["reason"]
+    joint = {r["program"] for r in result.table if r["stage"] == "joint"}
+    assert joint == {"basic", "multihop"}
+    assert result.choice["winner"] == "basic"
