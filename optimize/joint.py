@@ -566,5 +566,20 @@ def trial_cells(t: dict[str, Any], knobs: str) -> list[str]:
         str(t["n"] or "-"),
         "-" if t["tokens"] is None or not t["n"] else f"{t['tokens']:,.0f}",
         str(t["calls"] or 0),
-        t["state"],
+        state_cell(t["state"], t.get("reason") or ""),
     ]
+
+
+REASON_WIDTH = 80  # characters of a failure's reason a table shows (the recipe keeps it all)
+
+
+def state_cell(state: str, reason: str = "") -> str:
+    """A trial's state as a table shows it, with its reason cut to ``REASON_WIDTH``
+    characters; a trial a killed or stopped compile left unfinished (Optuna's ``fail``, with
+    no reason: its grid point is tried again by the rerun) reads ``interrupted``."""
+    if state == "fail" and not reason:
+        return "interrupted"
+    reason = " ".join(reason.split())
+    if len(reason) > REASON_WIDTH:
+        reason = reason[: REASON_WIDTH - 3].rstrip() + "..."
+    return state + (f": {reason}" if reason else "")

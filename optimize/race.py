@@ -51,6 +51,7 @@ from netcast.optimize.joint import (
     joint_compile,
     joint_study,
     model_calls,
+    state_cell,
     trial_rows,
 )
 from netcast.programs import get_program, program_names
@@ -569,7 +570,7 @@ def race_cells(race: dict[str, Any]) -> list[list[str]]:
     for r in race.get("table") or []:
         chosen = r["reason"] == "chosen"
         won = r["program"] == winner and r["stage"] == "rungs"
-        state = "chosen" if chosen else r["state"] + (f": {r['reason']}" if r["reason"] else "")
+        state = "chosen" if chosen else state_cell(r["state"], r["reason"])
         cells.append(
             [
                 r["program"] + (" <- winner" if won else ""),

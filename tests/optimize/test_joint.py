@@ -430,3 +430,18 @@ def test_a_point_whose_replies_do_not_parse_fails_alone_and_is_not_tried_again(
     lm, engine = scripted_lm(lambda prompt: {"answer": "Paris"})
     again = search(lm)
     assert engine.prompts == [] and len(again.trials) == 6
+
+
+def test_a_tables_state_cell_names_an_interrupted_trial_and_cuts_a_long_reason():
+    from netcast.optimize.joint import REASON_WIDTH, state_cell
+
+    assert state_cell("fail") == "interrupted"  # left running by a killed compile
+    assert state_cell("complete") == "complete"
+    reply = "AdapterParseError: Adapter JSONAdapter failed to parse the LM response.\n\n" + (
+        "LM Response: " + "x " * 200
+    )
+    cell = state_cell("failed", reply)
+    assert cell.startswith("failed: AdapterParseError: Adapter JSONAdapter failed to parse")
+    assert cell.endswith("...") and len(cell) <= len("failed: ") + REASON_WIDTH
+    assert "\n" not in cell
+    assert state_cell("dropped", "trails basic") == "dropped: trails basic"

@@ -317,5 +317,5 @@ def test_a_joint_compile_is_reported_with_its_trials_from_the_recipe(tmp_path):
     assert 'Optimizer joint; chose {"links": 1} with demonstrations none.' in part
     assert "| 0 | links 0 | none | 0.250 | 60 | 800 | 60 | complete |" in part
     assert "| 1 | links 1 | none | 0.400 | 60 | 910 | 60 | complete |" in part
-    assert "| 2 | links 2 | none | - | - | - | 0 | fail |" in part
+    assert "| 2 | links 2 | none | - | - | - | 0 | interrupted |" in part  # a killed trial
     assert "trial 1 vs the defaults' trial 0 on 60 validation questions: +0.150" in part
