@@ -532,10 +532,11 @@ def recompile(
     progress: bool = True,
     lm: dspy.BaseLM | None = None,
     select_on: str | None = None,
+    report: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> tuple[CompileResult, dict[str, Any]]:
     """Rerun ``source``'s recipe with ``model`` (and optionally re-tuned ``knobs``, or another
-    ``select_on``); the new artifact's lineage names ``source``. Returns the result and the old
-    scores."""
+    ``select_on``); the new artifact's lineage names ``source``. ``report`` is told of each
+    step of a race (``compile_recipe``). Returns the result and the old scores."""
     recipe, old_scores, _ = read_artifact(source)
     new_recipe = {**recipe, "model": {"name": model_name(model), "lm_kwargs": {}}}
     if "joint" in recipe:  # the knobs are searched again, from the ones the user fixed
@@ -553,7 +554,7 @@ def recompile(
         k: v for k, v in recipe["retriever"].items() if k in ("kind", "saved_index")
     }
     result = compile_recipe(
-        new_recipe, out, parent=source, threads=threads, progress=progress, lm=lm
+        new_recipe, out, parent=source, threads=threads, progress=progress, lm=lm, report=report
     )
     return result, old_scores
 

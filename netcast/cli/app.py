@@ -428,7 +428,14 @@ def compile_cmd(
         lm = _lm(model, api_base, retries, timeout=timeout)
         knobs = retune_knobs(from_dir, lm, trials, select_on) if retune else None
         result, old = recompile(
-            from_dir, model, out, knobs=knobs, threads=threads, lm=lm, select_on=select_on
+            from_dir,
+            model,
+            out,
+            knobs=knobs,
+            threads=threads,
+            lm=lm,
+            select_on=select_on,
+            report=race_progress,  # a race run again shows its progress live
         )
         columns = {f"{from_dir} (old)": old.get("after"), f"{out} (new model)": result.after}
     else:

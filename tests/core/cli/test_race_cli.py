@@ -47,6 +47,10 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
     assert states["multihop"] == "dropped"
     shown = run("show", out)
     assert shown.exit_code == 0 and "race winner: basic" in shown.output
+    # the race run again for another model (--from) shows the same live progress
+    again = run("compile", "--from", out, "--model", "scripted/other", "--out", tmp_path / "b")
+    assert again.exit_code == 0, again.output
+    assert "race [rung] 1 in the race" in again.output and "race winner: basic" in again.output
 
 
 def test_race_arguments_are_refused_in_one_line_before_any_call(monkeypatch, scripted_lm, tmp_path):
