@@ -356,6 +356,8 @@ def race(
         "drop_p": drop_p,
         "validation_questions": len(valset),
     }
+    if gate := _gate(winner):
+        choice["versus_defaults"] = gate
     if winner.joint is not None:
         program, knobs, source = winner.joint.program, winner.joint.knobs, winner.joint.demos
     else:
@@ -483,6 +485,24 @@ def _choice(runner: Runner, metric: str) -> dict[str, Any]:
     }
 
 
+def _gate(runner: Runner) -> dict[str, Any] | None:
+    """The winner's joint compile's test of the grid point it compared with its defaults (the
+    best, or with ties "nearest" the nearest tie), with both points' knobs and scores: None
+    where the defaults scored best or no joint compile ran."""
+    versus = runner.joint.versus_defaults if runner.joint is not None else None
+    if not versus or versus["best_trial"] == versus["default_trial"]:
+        return None
+    rows = {t["trial"]: t for t in runner.joint.trials}
+    best, default = rows[versus["best_trial"]], rows[versus["default_trial"]]
+    return {
+        **versus,
+        "knobs": best["knobs"],
+        "demos": best["demos"],
+        "score": best["score"],
+        "default_score": default["score"],
+    }
+
+
 def race_table(runners: dict[str, Runner], metric: str) -> list[dict[str, Any]]:
     """Every strategy's defaults on the rungs and every grid point of its joint compile: n,
     score, tokens and seconds a question, calls that reached the model, state."""
@@ -526,7 +546,8 @@ def clear(workdir: str | Path) -> None:
 
 
 def race_line(race: dict[str, Any]) -> str:
-    """The race's choice in a sentence."""
+    """The race's choice in a sentence; a second line where the winner's joint compile tested a
+    grid point against its defaults (the test, and whether it took the point)."""
     c = race["choice"]
     tied = [t for t in c["tied"] if t != c["winner"]]
     if c["winner"] == c["top"]:
@@ -540,7 +561,19 @@ def race_line(race: dict[str, Any]) -> str:
             f"({v['diff']:+.3f} on {v['n']} questions, sign-flip p = {v['p']:.3f}, alpha "
             f"{c['alpha']}) and takes fewer tokens"
         )
-    return f"race winner: {c['winner']} ({how})"
+    line = f"race winner: {c['winner']} ({how})"
+    if gate := c.get("versus_defaults"):  # its joint compile's test against its defaults
+        point = changed_knobs(c["winner"], gate["knobs"])
+        point += "" if gate["demos"] == "none" else f", demos {gate['demos']}"
+        verdict = "kept the defaults" if gate["kept_defaults"] else "took it"
+        top = gate.get("top_trial", gate["best_trial"])
+        tie = "the nearest tie of its top grid point, " if top != gate["best_trial"] else ""
+        line += (
+            f"\n{c['winner']}: {tie}{point} ({gate['score']:.3f}) vs its defaults "
+            f"({gate['default_score']:.3f}) on {gate['n']} validation questions: "
+            f"{gate['diff']:+.3f}, sign-flip p = {gate['p']:.3f} (alpha {gate['alpha']}): {verdict}"
+        )
+    return line
 
 
 RACE_COLUMNS = ("program", "stage", "knobs", "demos", "score", "n", "tokens/q", "calls", "state")

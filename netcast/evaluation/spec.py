@@ -720,7 +720,7 @@ def compile_lines(spec: Spec) -> list[str]:
         lines += [f"## Compile: {entry.name}", ""]
         lines += [f"Optimizer {recipe['optimizer']['name']}; {knobs}.", ""]
         if race:
-            lines += [race_line(race), "", race_title(race) + ":", ""]
+            lines += [race_line(race).replace("\n", "\n\n"), "", race_title(race) + ":", ""]
             lines += markdown_table(list(RACE_COLUMNS), race_cells(race))
         if trials:
             cells = [

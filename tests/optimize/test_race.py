@@ -4,11 +4,11 @@
 import dspy
 import pytest
 
-from helpers import capitals_file, last_question
+from helpers import capitals_file, distracted, last_question
 from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
-from netcast.optimize.race import race
+from netcast.optimize.race import race, race_line
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 
 # the deep stage searches a small grid: basic's top_k and multihop's passages_per_hop
@@ -286,3 +286,40 @@ def test_after_the_last_rung_the_field_is_halved_before_the_deep_stage(scripted_
     joint = {r["program"] for r in result.table if r["stage"] == "joint"}
     assert joint == {"basic", "multihop"}
     assert result.choice["winner"] == "basic"
+
+
+def test_the_race_reports_its_winners_grid_point_against_its_defaults(scripted_lm, bm25, tmp_path):
+    # basic's reader is right only when no other capital is in its context: at its defaults
+    # (top_k 5) Berlin's passage is retrieved and it is wrong; top_k 1 is right. multihop is
+    # wrong throughout. The race line names the point basic took and its test against the
+    # defaults, as `netcast compile --optimizer joint` does, by knobs (no trial numbers)
+    def respond(prompt):
+        if is_multihop(prompt):
+            return {"reasoning": "so", "query": "capital France", "answer": "Berlin"}
+        return distracted(prompt)
+
+    lm, _ = scripted_lm(respond)
+    result = run(lm, bm25, train(tmp_path))
+    assert result.program_name == "basic" and result.knobs["top_k"] == 1
+    gate = result.choice["versus_defaults"]
+    assert gate["knobs"]["top_k"] == 1 and gate["score"] == 1.0 and gate["default_score"] == 0.0
+    assert not gate["kept_defaults"] and gate["p"] < 0.1
+    line = race_line({"choice": result.choice}).splitlines()
+    assert line[0].startswith("race winner: basic (")
+    assert line[1].startswith("basic: top_k=1 (1.000) vs its defaults (0.000) on 24 validation")
+    assert line[1].endswith(": took it")
+    assert "trial" not in line[1]
+
+
+def test_a_race_whose_winner_kept_its_defaults_says_so(scripted_lm, bm25, tmp_path):
+    # basic right at every grid point: top_k 1 ties the defaults at fewer tokens, but does
+    # not beat them, so the defaults are kept, and the second line says why
+    lm, _ = scripted_lm(script(multihop="Berlin"))
+    result = run(lm, bm25, train(tmp_path))
+    assert result.knobs["top_k"] == 5
+    first, second = race_line({"choice": result.choice}).splitlines()
+    assert first == "race winner: basic (best validation score)"
+    assert second == (
+        "basic: top_k=1 (1.000) vs its defaults (1.000) on 24 validation questions: +0.000, "
+        "sign-flip p = 1.000 (alpha 0.1): kept the defaults"
+    )
