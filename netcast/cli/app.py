@@ -15,6 +15,7 @@ from netcast.cli.render import (
     console,
     err_console,
     indexing_progress,
+    print_table,
     results_table,
     score_table,
     study_table,
@@ -491,10 +492,10 @@ def compile_cmd(
             "loaded from artifact": result.reloaded,
         }
     if result.race:
-        console.print(race_table(result.race))
+        print_table(race_table(result.race))
         console.print(race_line(result.race), markup=False)
     elif result.trials:
-        console.print(trials_table(result.trials))
+        print_table(trials_table(result.trials))
         if line := versus_defaults_line(result.versus_defaults):
             console.print(line, markup=False)
         console.print(f"chosen knobs: {result.knobs}", markup=False)
@@ -505,7 +506,7 @@ def compile_cmd(
                 markup=False,
                 soft_wrap=True,
             )
-    console.print(score_table(columns))
+    print_table(score_table(columns))
     for step, counts in (result.demos or {}).items():
         console.print(
             f"demonstrations for {step}: {counts['bootstrapped']} bootstrapped from successful "
@@ -581,7 +582,7 @@ def tune(
         seed=seed,
         heartbeat=heartbeat,
     )
-    console.print(study_table(result))
+    print_table(study_table(result))
     if result.artifact is not None:
         console.print(
             f"trial {result.chosen.number} ({pick_rule}) -> {result.artifact}", soft_wrap=True
@@ -596,21 +597,21 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     from netcast.optimize.joint import versus_defaults_line
 
     recipe, scores, meta = read_artifact(directory)
-    console.print(artifact_table(str(directory), recipe, meta))
+    print_table(artifact_table(str(directory), recipe, meta))
     joint = recipe.get("joint") or {}
     if recipe.get("race"):  # a strategy race, as `netcast compile` printed it
         from netcast.cli.render import race_table
         from netcast.optimize.race import race_line
 
-        console.print(race_table(recipe["race"]))
+        print_table(race_table(recipe["race"]))
         console.print(race_line(recipe["race"]), markup=False)
     if joint.get("trials"):  # a joint compile's search, as `netcast compile` printed it
-        console.print(trials_table(joint["trials"]))
+        print_table(trials_table(joint["trials"]))
         if line := versus_defaults_line(joint.get("versus_defaults")):
             console.print(line, markup=False)
         if joint.get("untried"):
             console.print(f"{joint['untried']} grid point(s) left untried by the budget")
-    console.print(score_table({"before": scores.get("before"), "after": scores.get("after")}))
+    print_table(score_table({"before": scores.get("before"), "after": scores.get("after")}))
 
 
 @app.command()

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     Progress,
@@ -22,6 +23,25 @@ from netcast.evaluation.metrics import BY_NAME, COST, PROTOCOL, QUALITY
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+PIPED_WIDTH = 200  # the widest a table is printed where the output is not a terminal
+
+
+def print_table(table: Table, to: Console | None = None) -> None:
+    """Print ``table`` whole. Where the output is not a terminal (a pipe, a log file: rich
+    would fit it to 80 columns and cut its cells with "..."), at its natural width up to
+    ``PIPED_WIDTH`` and never narrower than its longest words; in a terminal too narrow for
+    it, with long cells folded onto more lines, never cut."""
+    to = to or console
+    for column in table.columns:
+        column.overflow = "fold"
+    if not to.is_terminal:  # rich caps a print's width at the console's: a wider one, same file
+        size = Measurement.get(to, to.options.update_width(100_000), table)
+        width = max(to.width, min(size.maximum, PIPED_WIDTH), size.minimum)
+        to = Console(file=to.file, width=width, color_system=to.color_system)
+    to.print(table)
+
 
 # The short table ``compile`` and ``show`` print: the headline measures and the question count.
 SCORE_ROWS = ("f1", "em", "recall", "lm_calls", "tokens_in", "tokens_out")

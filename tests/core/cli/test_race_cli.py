@@ -45,8 +45,19 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
     assert recipe["program"] == "basic" and recipe["race"]["budget"] == 60
     states = {r["program"]: r["state"] for r in recipe["race"]["table"] if r["stage"] == "rungs"}
     assert states["multihop"] == "dropped"
+    multihop_reason = next(
+        r["reason"] for r in recipe["race"]["table"] if r["program"] == "multihop"
+    )
+    assert len(multihop_reason) > 20
     shown = run("show", out)
     assert shown.exit_code == 0 and "race winner: basic" in shown.output
+    # piped, not a terminal: no cell cut (rich fits a table to 80 columns, "defaul…"); the
+    # race's rows (narrower than 200 columns) one a line
+    table = [line for line in shown.output.splitlines() if line.startswith(("│", "┃"))]
+    assert table and not any("…" in line for line in table)
+    dropped = next(line for line in table if line.startswith("│ multihop "))
+    assert "│ defaults " in dropped and "dropped: " + multihop_reason in dropped
+    assert any(line.startswith("│ basic <- winner ") and "│ finished" in line for line in table)
     # the race run again for another model (--from) shows the same live progress
     again = run("compile", "--from", out, "--model", "scripted/other", "--out", tmp_path / "b")
     assert again.exit_code == 0, again.output
