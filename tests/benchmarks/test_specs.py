@@ -63,11 +63,17 @@ def test_each_artifact_was_made_with_the_options_its_spec_declares(spec, entry):
     assert recipe["model"]["name"] == model
     if entry.source is not None:  # recompiled: the source's recipe with another model
         source = recipe_of(entry.source)
-        mine = {k: v for k, v in recipe.items() if k not in ("model", "joint", "knobs")}
-        theirs = {k: v for k, v in source.items() if k not in ("model", "joint", "knobs")}
+        found = ("model", "joint", "knobs", "race", "program")  # what each compile found
+        mine = {k: v for k, v in recipe.items() if k not in found}
+        theirs = {k: v for k, v in source.items() if k not in found}
         mine["retriever"] = theirs["retriever"] = None  # the index is the model's tokenizer's
         assert mine == theirs
-        assert recipe["joint"]["fixed"] == source["joint"]["fixed"]
+        if source.get("race"):  # the same race (strategies, held knobs, budget), its own winner
+            setup = ("programs", "fixed", "budget")
+            assert {k: recipe["race"][k] for k in setup} == {k: source["race"][k] for k in setup}
+        else:
+            assert recipe["program"] == source["program"]
+            assert recipe["joint"]["fixed"] == source["joint"]["fixed"]
         return
     data = recipe["dataset"]
     race = recipe.get("race")  # a race's recipe names its winner; the race, what was raced
