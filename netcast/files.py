@@ -52,23 +52,38 @@ def check_output_directory(target: str | Path, marker: str, what: str) -> Path:
 
 
 @contextmanager
-def atomic_directory(target: str | Path, marker: str = "", what: str = "output") -> Iterator[Path]:
+def atomic_directory(
+    target: str | Path, marker: str = "", what: str = "output", shared: bool = False
+) -> Iterator[Path]:
     """Yield a temporary sibling of ``target`` to fill; on success it replaces ``target``
     (renamed into place), on any error it is removed and ``target`` is left as it was.
     ``target`` is checked first (``check_output_directory``): an existing ``target`` must be a
-    ``what`` directory (holding ``marker``) or empty, never a file or someone's folder."""
+    ``what`` directory (holding ``marker``) or empty, never a file or someone's folder.
+
+    ``shared``: ``target`` is named by its content (a cached index), so processes that build
+    it at once build the same thing: one that finds it written by another while it built
+    keeps that one (which the other may be reading) and drops its own copy."""
     target = check_output_directory(target, marker, what) if marker else Path(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"{target}: cannot be created ({err.strerror})") from None
+    existed = target.exists()
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     tmp.chmod(0o755)  # mkdtemp's 0700 would keep other users (workers) out of the result
     try:
         yield tmp
+        if shared and not existed and target.exists():  # another process wrote it meanwhile
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
         if target.exists():
             shutil.rmtree(target)
-        tmp.rename(target)
+        try:
+            tmp.rename(target)
+        except OSError:  # renamed into place by another process since the check above
+            if not (shared and target.exists()):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

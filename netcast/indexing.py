@@ -109,5 +109,6 @@ def cached_index(
         return load_index(directory)
     corpus = Corpus.from_documents(documents, counter, **chunking)
     retriever = build_retriever(corpus, kind)
-    save_index(retriever, directory, source=name, chunking=chunking)
+    # two workers on one netcast home (`netcast tune` on a shared study) may build it at once
+    save_index(retriever, directory, shared=True, source=name, chunking=chunking)
     return retriever

@@ -85,10 +85,14 @@ def _parts(retriever: Retriever) -> list[Any]:
     return retriever.retrievers if isinstance(retriever, HybridRetriever) else [retriever]
 
 
-def save_index(retriever: Retriever, directory: str | Path, **info: Any) -> Path:
-    """Write the index directory atomically (a temporary sibling, then a rename)."""
+def save_index(
+    retriever: Retriever, directory: str | Path, shared: bool = False, **info: Any
+) -> Path:
+    """Write the index directory atomically (a temporary sibling, then a rename). ``shared``:
+    a cache directory named by its content, which another process may write at the same time
+    (``atomic_directory``: the first one written is kept)."""
     directory = Path(directory)
-    with atomic_directory(directory, "index.json", "index") as tmp:
+    with atomic_directory(directory, "index.json", "index", shared=shared) as tmp:
         write_index_files(retriever, tmp, **info)
     retriever.location = str(directory.resolve())
     return directory
