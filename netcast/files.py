@@ -73,14 +73,11 @@ def atomic_directory(
     tmp.chmod(0o755)  # mkdtemp's 0700 would keep other users (workers) out of the result
     try:
         yield tmp
-        if shared and not existed and target.exists():  # another process wrote it meanwhile
-            shutil.rmtree(tmp, ignore_errors=True)
-            return
-        if target.exists():
+        if target.exists() and (existed or not shared):  # not another process's, meanwhile
             shutil.rmtree(target)
         try:
             tmp.rename(target)
-        except OSError:  # renamed into place by another process since the check above
+        except OSError:  # another process renamed its copy into place while this one built
             if not (shared and target.exists()):
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
