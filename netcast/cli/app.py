@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, Optional
 
 import typer
+from rich.text import Text
 
 from netcast.cli.errors import NetcastGroup
 from netcast.cli.render import (
@@ -313,7 +314,8 @@ def ask(
         prediction = prog(question=question)
     console.print(f"[bold]answer:[/bold] {prediction.answer}")
     for chunk_id, passage in zip(prediction.evidence, prediction.context, strict=False):
-        console.print(f"  [dim]{chunk_id}[/dim] {passage[:110]}", markup=False)
+        # a Text, not markup: a passage's own brackets are printed as they are
+        console.print(Text.assemble("  ", (chunk_id, "dim"), " ", passage[:110]))
     t = prediction.trace
     console.print(
         f"[dim]{t['lm_calls']} LM call(s), {t['tokens_in']} tokens in, {t['tokens_out']} out, "

@@ -395,3 +395,17 @@ def test_every_command_that_calls_a_model_takes_api_base_retries_and_timeout():
     wanted = {"api_base", "retries", "timeout"}
     missing = {name for name, params in with_model.items() if not wanted <= params}
     assert not missing
+
+
+def test_ask_prints_evidence_ids_and_passages_without_markup_tags(monkeypatch, scripted_lm):
+    import sys
+
+    lm, _ = scripted_lm(lambda prompt: {"answer": "Midland"})
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    monkeypatch.setattr(sys.modules["netcast.models.factory"], "preflight", lambda lm: None)
+    result = run("ask", "Which city is the headquarters of The Dow Chemical Company in?")
+    assert result.exit_code == 0, result.output
+    assert "answer: Midland" in result.output
+    evidence = [line for line in result.output.splitlines() if line.startswith("  ")]
+    assert evidence and all("[dim]" not in line and "[/dim]" not in line for line in evidence)
+    assert "[dim]" not in result.output
