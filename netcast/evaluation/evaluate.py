@@ -3,6 +3,7 @@ on average, in parallel with DSPy's executor, resumable through a run directory.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -151,7 +152,9 @@ def evaluate(
     executor = ParallelExecutor(
         num_threads=threads,
         max_errors=max_errors + 1,
-        disable_progress_bar=not progress,
+        # DSPy draws its bar on stdout: only on a terminal, since in a log it is
+        # carriage-return noise between a command's own lines (tqdm's ``disable=None``)
+        disable_progress_bar=not (progress and sys.stdout.isatty()),
         provide_traceback=False,
         compare_results=True,
         timeout=0,  # no straggler re-submission: each question runs exactly once

@@ -221,3 +221,12 @@ def test_step_totals_drop_a_counter_that_some_rows_predate():
     mixed = step_totals([row(truncated=1), row()])["steps"]["plan"]
     assert (both["calls"], both["truncated"]) == (4, 3)
     assert mixed["calls"] == 4 and "truncated" not in mixed
+
+
+def test_no_progress_bar_is_drawn_where_stdout_is_not_a_terminal(scripted_lm, bm25, capfd):
+    scripted_lm(lambda prompt: {"answer": "Paris"})
+    result = evaluate(BasicRAG(bm25, top_k=2), examples(), progress=True)
+    assert result.aggregate["n"] == 4
+    captured = capfd.readouterr()
+    output = captured.out + captured.err
+    assert "Average Metric" not in output and "it/s" not in output
