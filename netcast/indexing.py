@@ -14,7 +14,7 @@ from netcast.corpus import Corpus, Document
 from netcast.files import atomic_directory, check_output_directory, short_hash, slug
 from netcast.models.tokens import TokenCounter
 from netcast.retrievers import Retriever, build_retriever, load_index, save_index
-from netcast.retrievers.dense import encoder_dtype
+from netcast.retrievers.dense import encoder_dtype, read_embeddings
 from netcast.retrievers.store import embeddings_dir, write_index_files
 from netcast.stored import CHUNKS_FILE, StoredCorpus, iter_documents, phase, write_chunks
 
@@ -62,6 +62,8 @@ def build_stored_index(
     """
     out = Path(out)
     chunking = chunking or {"mode": "paragraph"}
+    if embeddings is not None:  # its format and values, before the corpus is read
+        read_embeddings(embeddings)
     for stale in out.parent.glob(f".{out.name}.*"):
         if stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)

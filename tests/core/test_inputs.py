@@ -1,0 +1,112 @@
+"""Inputs that look fine but are not (issue 53; docs/reliability.md names these tests row by
+row): each either does the right thing or stops before the first model call with one line
+naming the file, line and field (exit 2); where the input is usable but the result would mean
+less than it seems, one ``warning:`` line says so."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from netcast.cli.app import app
+
+runner = CliRunner()
+
+
+def cli(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_line(result, code: int, *parts: str) -> str:
+    """One ``error:`` line on stderr holding ``parts``, nothing on stdout, exit ``code``."""
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert not result.stdout.strip(), result.output
+    for part in parts:
+        assert part in lines[0], result.output
+    return lines[0]
+
+
+def warned(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+
+
+def scripted(monkeypatch, scripted_lm, respond):
+    """The command line's model: a scripted one (no model runs)."""
+    lm, engine = scripted_lm(respond)
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    return engine
+
+
+def record(rid="q1", **overrides) -> dict:
+    base = {
+        "id": rid,
+        "question": "Who founded the lab?",
+        "answers": ["Ann"],
+        "paragraphs": [{"title": "Lab", "text": "Ann founded the lab.", "is_supporting": True}],
+    }
+    return {**base, **overrides}
+
+
+def jsonl(path: Path, rows, encoding: str = "utf-8") -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding)
+    return path
+
+
+# --- 2. embeddings with NaN or infinite values, a .npy that is no array -----------------------
+
+
+@pytest.fixture
+def three_docs(tmp_path) -> Path:
+    rows = [{"title": f"T{i}", "text": f"passage {i} about owls"} for i in range(3)]
+    return jsonl(tmp_path / "docs.jsonl", rows)
+
+
+def unit_rows(n: int) -> np.ndarray:
+    vectors = np.random.default_rng(0).normal(size=(n, 384)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_embeddings_with_nan_or_infinite_values_are_refused_naming_the_row(
+    tmp_path, three_docs, value
+):
+    vectors = unit_rows(3)
+    vectors[1, 5] = value
+    np.save(tmp_path / "e.npy", vectors)
+    result = cli(
+        "index", "--corpus", three_docs, "--retriever", "dense", "--embeddings",
+        tmp_path / "e.npy", "--model", "openai/x", "--out", tmp_path / "idx",
+    )  # fmt: skip
+    one_line(result, 2, "e.npy: row 1, column 5 is", "1 row(s) hold NaN or an infinite value")
+    assert not (tmp_path / "idx").exists()
+
+
+@pytest.mark.parametrize(
+    ("write", "shown"),
+    [
+        (lambda path: path.write_text("0.1 0.2 0.3\n"), "not numpy's format"),
+        (lambda path: np.save(path, np.array([{"a": 1}] * 3, dtype=object)), "holds Python"),
+        (
+            lambda path: np.save(path, np.zeros((3, 384), dtype=np.float32)),
+            "row 0 is all zeros (3 row(s))",
+        ),
+    ],
+)
+def test_a_npy_that_is_no_usable_array_is_one_line_that_never_advises_unpickling(
+    tmp_path, three_docs, write, shown
+):
+    write(tmp_path / "e.npy")
+    result = cli(
+        "index", "--corpus", three_docs, "--retriever", "dense", "--embeddings",
+        tmp_path / "e.npy", "--model", "openai/x", "--out", tmp_path / "idx",
+    )  # fmt: skip
+    line = one_line(result, 2, "e.npy: ", shown)
+    assert "allow_pickle" not in line
