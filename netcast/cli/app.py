@@ -294,10 +294,12 @@ def ask(
     import dspy
 
     from netcast.data import QADataset, load_corpus
+    from netcast.data.records import check_blank
     from netcast.models import token_counter
     from netcast.models.factory import check_questions, preflight
     from netcast.session import build_program, open_retriever
 
+    check_blank(question, "the question")
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, timeout=timeout)
     check_questions([("question", question)], lm)

@@ -60,6 +60,36 @@ def jsonl(path: Path, rows, encoding: str = "utf-8") -> Path:
     return path
 
 
+# --- 1. blank questions, answers and passages -------------------------------------------------
+
+
+def test_a_blank_question_to_ask_is_one_line_before_any_model_call(monkeypatch, scripted_lm):
+    engine = scripted(monkeypatch, scripted_lm, lambda prompt: {"answer": "no"})
+    one_line(cli("ask", "   "), 2, "the question is blank")
+    assert engine.prompts == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (record("q2", question=" \t "), "field 'question' is blank"),
+        (record("q2", answers=["Ann", "  "]), "field 'answers[1]' is blank"),
+        (
+            record("q2", paragraphs=[{"title": "Lab", "text": "", "is_supporting": True}]),
+            "field 'paragraphs[0].text' (a supporting one) is blank",
+        ),
+    ],
+)
+def test_a_blank_question_answer_or_gold_passage_in_a_dataset_names_its_line_and_field(
+    monkeypatch, scripted_lm, tmp_path, bad, field
+):
+    engine = scripted(monkeypatch, scripted_lm, lambda prompt: {"answer": "Ann"})
+    path = jsonl(tmp_path / "qa.jsonl", [record(), bad])
+    result = cli("evaluate", "--dataset", path, "--split", "all", "--run-dir", tmp_path / "r")
+    one_line(result, 2, f"qa.jsonl:2: {field}")
+    assert engine.prompts == []
+
+
 # --- 2. embeddings with NaN or infinite values, a .npy that is no array -----------------------
 
 
