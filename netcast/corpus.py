@@ -18,6 +18,8 @@ import numpy as np
 from netcast.errors import InputError, NetcastWarning
 from netcast.models.tokens import TokenCounter
 
+BOM = "\ufeff"
+
 
 @dataclass(frozen=True)
 class Document:
@@ -73,7 +75,8 @@ def read_jsonl(
     path: str | Path, progress: Callable[[int], Any] | None = None
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, parsed_object)`` for each non-blank line of a ``.jsonl`` file (or a
-    gzipped ``.jsonl.gz``); a bad byte, bad JSON or a truncated gzip stream names the line.
+    gzipped ``.jsonl.gz``); a bad byte, bad JSON or a truncated gzip stream names the line. A
+    UTF-8 byte-order mark at the start of the file (what many editors write) is skipped.
     ``progress`` is called now and then with the bytes of the file read so far."""
     path = Path(path)
     if not path.exists():
@@ -96,6 +99,8 @@ def read_jsonl(
                         f"{path}:{line_no}: not UTF-8 text (byte {raw[err.start]:#04x} at column "
                         f"{err.start + 1}); give a UTF-8 .jsonl file"
                     ) from None
+                if line_no == 1:  # a byte-order mark (editors, spreadsheet exports) is no text
+                    line = line.removeprefix(BOM)
                 if progress and line_no % 4096 == 0:
                     progress(raw_file.tell())
                 if not line.strip():

@@ -140,3 +140,16 @@ def test_a_npy_that_is_no_usable_array_is_one_line_that_never_advises_unpickling
     )  # fmt: skip
     line = one_line(result, 2, "e.npy: ", shown)
     assert "allow_pickle" not in line
+
+
+# --- 7. a UTF-8 byte-order mark ----------------------------------------------------------------
+
+
+def test_dataset_and_corpus_files_saved_with_a_byte_order_mark_are_read(tmp_path):
+    qa = jsonl(tmp_path / "qa.jsonl", [record(), record("q2")], encoding="utf-8-sig")
+    assert qa.read_bytes().startswith(b"\xef\xbb\xbf")
+    result = cli("index", "--dataset", qa, "--out", tmp_path / "a", "--model", "openai/x")
+    assert result.exit_code == 0, result.output
+    docs = jsonl(tmp_path / "docs.jsonl", [{"title": "T", "text": "owls"}], "utf-8-sig")
+    result = cli("index", "--corpus", docs, "--out", tmp_path / "b")
+    assert result.exit_code == 0, result.output
