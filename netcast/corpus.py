@@ -200,6 +200,10 @@ def dedupe_documents(docs: Iterable[Document]) -> list[Document]:
     return list(seen.values())
 
 
+# A paragraph longer than this is split into windows when chunked (``chunk_documents``): a
+# quarter of the embedded model's default window, where passages share it with the question,
+# the instructions and each other (the bundled samples' longest paragraph: 1,992 tokens)
+MAX_PARAGRAPH_TOKENS = 2048
 # DSPy's chat-format field header (dspy.adapters.chat_adapter.field_header_pattern)
 FIELD_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -270,21 +274,40 @@ def chunk_documents(
     window: int = 200,
     overlap: int = 40,
 ) -> list[Chunk]:
-    """Chunks with ids ``"<doc_id>#<n>"``, token counts from ``counter`` and the doc's meta."""
+    """Chunks with ids ``"<doc_id>#<n>"``, token counts from ``counter`` and the doc's meta.
+
+    A paragraph longer than ``MAX_PARAGRAPH_TOKENS`` is split into windows of ``window`` tokens
+    (overlapping by ``overlap``), as ``mode="window"`` splits a document, and a warning says
+    how many were: no passage is too long for a model's window to read."""
     check_chunking(mode)
-    chunks = []
+    chunks: list[Chunk] = []
+    long: list[tuple[str, int]] = []  # (title, tokens) of the paragraphs split
+
+    def add(doc: Document, n: int, text: str, n_tokens: int) -> None:
+        chunks.append(Chunk(f"{doc.id}#{n}", doc.id, doc.title, text, n_tokens, doc.meta))
+
     for doc in docs:
-        for n, piece in enumerate(chunk_texts(doc.text, counter, mode, window, overlap)):
-            chunks.append(
-                Chunk(
-                    id=f"{doc.id}#{n}",
-                    doc_id=doc.id,
-                    title=doc.title,
-                    text=piece,
-                    n_tokens=counter.count(format_passage(doc.title, piece)),
-                    meta=doc.meta,
-                )
-            )
+        n = 0
+        for piece in chunk_texts(doc.text, counter, mode, window, overlap):
+            n_tokens = counter.count(format_passage(doc.title, piece))
+            if mode == "window" or n_tokens <= MAX_PARAGRAPH_TOKENS:
+                add(doc, n, piece, n_tokens)
+                n += 1
+                continue
+            long.append((doc.title, n_tokens))
+            for part in split_windows(piece, counter, window, overlap):
+                add(doc, n, part, counter.count(format_passage(doc.title, part)))
+                n += 1
+    if long:
+        title, most = max(long, key=lambda found: found[1])
+        warnings.warn(
+            NetcastWarning(
+                f"{len(long)} paragraph(s) longer than {MAX_PARAGRAPH_TOKENS:,} tokens (the "
+                f"longest: {title!r}, {most:,} tokens) split into passages of {window} tokens "
+                f"({overlap} overlapping), as --chunking window splits a document"
+            ),
+            stacklevel=2,
+        )
     return chunks
 
 

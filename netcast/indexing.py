@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from netcast import settings
-from netcast.corpus import Corpus, Document
+from netcast.corpus import MAX_PARAGRAPH_TOKENS, Corpus, Document
 from netcast.files import atomic_directory, check_output_directory, short_hash, slug
 from netcast.models.tokens import TokenCounter
 from netcast.retrievers import Retriever, build_retriever, load_index, save_index
@@ -98,11 +98,11 @@ def cached_index(
 ) -> Retriever:
     """The index for these documents from netcast's cache, built and saved on first use.
 
-    The cache key hashes the documents, the chunking settings and the token counter, so changed
-    documents or another tokenizer never reuse a stale index; loading re-checks the chunks'
-    content hash."""
+    The cache key hashes the documents, the chunking settings (and the longest paragraph kept
+    whole) and the token counter, so changed documents or another tokenizer never reuse a stale
+    index; loading re-checks the chunks' content hash."""
     chunking = chunking or {"mode": "paragraph"}
-    key = [documents_hash(documents), counter.name, chunking]
+    key = [documents_hash(documents), counter.name, chunking, MAX_PARAGRAPH_TOKENS]
     if kind != "bm25":  # embeddings differ by the encoder's dtype
         key.append(encoder_dtype())
     fingerprint = short_hash(key, 16)

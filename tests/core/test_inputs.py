@@ -142,6 +142,44 @@ def test_a_npy_that_is_no_usable_array_is_one_line_that_never_advises_unpickling
     assert "allow_pickle" not in line
 
 
+# --- 3. a passage longer than the model's window ----------------------------------------------
+
+
+def test_a_paragraph_longer_than_a_model_window_is_split_when_the_pool_is_built(
+    monkeypatch, scripted_lm, tmp_path
+):
+    from netcast.corpus import MAX_PARAGRAPH_TOKENS
+
+    long_text = "Ann founded the lab in Lyon. " + "The lab grew and grew. " * 8_000
+    rows = [
+        record(paragraphs=[{"title": "Lab", "text": long_text, "is_supporting": True}]),
+        record("q2", question="Where is the lab?", answers=["Lyon"]),
+    ]
+    path = jsonl(tmp_path / "qa.jsonl", rows)
+    engine = scripted(monkeypatch, scripted_lm, lambda prompt: {"answer": "Ann"})
+    result = cli("evaluate", "--dataset", path, "--split", "all", "--run-dir", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    assert any("paragraph(s) longer than 2,048 tokens" in w for w in warned(result))
+    # every prompt holds a few windows of the paragraph, never all of its ~40k tokens
+    assert engine.prompts and max(len(p.split()) for p in engine.prompts) < MAX_PARAGRAPH_TOKENS
+    rows = [json.loads(line) for line in (tmp_path / "r" / "predictions.jsonl").open()]
+    assert {r["id"]: r["scores"]["recall"] for r in rows}["q1"] == 1.0  # the gold document is found
+
+
+def test_the_embedded_models_tokenizer_splits_a_33k_token_paragraph_into_windows():
+    """With the embedded model's own tokenizer, as `netcast evaluate` counts passages."""
+    from netcast.corpus import MAX_PARAGRAPH_TOKENS, Corpus, Document
+    from netcast.models import token_counter
+
+    counter = token_counter()
+    text = "The archive of the old harbour office keeps ledgers of every ship. " * 2_600
+    with pytest.warns(UserWarning, match="split into passages of 200 tokens"):
+        corpus = Corpus.from_documents([Document("d", "Archive", text)], counter)
+    assert counter.count(text) > 30_000
+    assert len(corpus) > 100
+    assert max(c.n_tokens for c in corpus) <= MAX_PARAGRAPH_TOKENS
+
+
 # --- 7. a UTF-8 byte-order mark ----------------------------------------------------------------
 
 
