@@ -19,6 +19,18 @@ from netcast.errors import InputError, NetcastWarning
 from netcast.models.tokens import TokenCounter
 
 BOM = "\ufeff"
+# Scripts written without spaces between words, as a regex character class: CJK ideographs (the
+# unified blocks, extension A, compatibility ideographs) and Japanese kana (not the middle dot)
+CJK = "\u3040-\u30fa\u30fc-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_CHAR = re.compile(f"[{CJK}]")
+_WORD_CHAR = re.compile(r"\w")
+
+
+def mostly_cjk(text: str) -> bool:
+    """Whether at least half of ``text``'s letters and digits are CJK characters (``CJK``):
+    text whose words are not separated by spaces."""
+    words = len(_WORD_CHAR.findall(text))
+    return words > 0 and 2 * len(_CJK_CHAR.findall(text)) >= words
 
 
 @dataclass(frozen=True)

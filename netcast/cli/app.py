@@ -242,6 +242,14 @@ def index(
         Optional[Path],  # noqa: UP045
         typer.Option(help="dense: a .npy of precomputed embeddings (chunks x 384, chunk order)"),
     ] = None,
+    bm25_language: Annotated[
+        str,
+        typer.Option(
+            help="bm25, hybrid: how words are split, stopped and stemmed: auto (cjk for mostly "
+            "Chinese or Japanese text, else english) | english | cjk | none | a Snowball "
+            "language (german, french, ...)"
+        ),
+    ] = "auto",
 ) -> None:
     """Chunk documents, build a BM25, dense or hybrid index and save it."""
     from netcast.data import load_corpus
@@ -265,11 +273,14 @@ def index(
                 progress,
                 dense_index=dense_index,
                 embeddings=embeddings,
+                language=bm25_language,
                 source=str(corpus),
             )
     else:
         _, docs = load_corpus(dataset or "")
-        built = build_index(docs, counter, retriever, out, settings, source=dataset)
+        built = build_index(
+            docs, counter, retriever, out, settings, language=bm25_language, source=dataset
+        )
         n_docs = len(docs)
     console.print(
         f"{built.kind} index of {len(built.corpus)} chunks ({n_docs} documents, "

@@ -180,6 +180,79 @@ def test_the_embedded_models_tokenizer_splits_a_33k_token_paragraph_into_windows
     assert max(c.n_tokens for c in corpus) <= MAX_PARAGRAPH_TOKENS
 
 
+# --- 4. text in another script ----------------------------------------------------------------
+
+CHINESE = [
+    ("北京", "北京是中国的首都，也是政治和文化中心。"),
+    ("上海", "上海是中国最大的城市，位于长江入海口。"),
+    ("广州", "广州是广东省的省会，以美食闻名。"),
+]
+
+
+def test_a_chinese_question_over_a_chinese_corpus_finds_its_passage_and_scores_by_character(
+    monkeypatch, scripted_lm, tmp_path
+):
+    paragraphs = [{"title": t, "text": x, "is_supporting": t == "北京"} for t, x in CHINESE]
+    rows = [
+        {
+            "id": "z1",
+            "question": "中国的首都是哪里？",
+            "answers": ["北京"],
+            "paragraphs": paragraphs,
+        }
+    ]
+    path = jsonl(tmp_path / "zh.jsonl", rows)
+
+    def respond(prompt):  # right only when the passage reached the prompt
+        return {"answer": "中国首都是北京。" if "北京是中国的首都" in prompt else "不知道"}
+
+    scripted(monkeypatch, scripted_lm, respond)
+    result = cli("evaluate", "--dataset", path, "--split", "all", "--run-dir", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    row = json.loads((tmp_path / "r" / "predictions.jsonl").read_text().splitlines()[0])
+    assert row["scores"]["recall"] == 1.0
+    # the reply's 7 characters hold the gold's 2: precision 2/7, recall 1
+    assert row["scores"]["f1"] == pytest.approx(2 * (2 / 7) / (2 / 7 + 1))
+    assert row["scores"]["em"] == 0.0
+
+
+def test_a_query_bm25_finds_nothing_for_is_warned_of_naming_the_language_to_choose(tmp_path):
+    from helpers import DOCS, WordCounter
+    from netcast.corpus import Corpus
+    from netcast.errors import NetcastWarning
+    from netcast.retrievers.bm25 import BM25Retriever
+
+    english = BM25Retriever(Corpus.from_documents(DOCS, WordCounter()))
+    assert english.language == "english"
+    with pytest.warns(NetcastWarning, match="--bm25-language cjk"):
+        assert english.search("中国的首都是哪里", 3) == []
+    stopwords = BM25Retriever(Corpus.from_documents(DOCS, WordCounter()))
+    with pytest.warns(NetcastWarning, match="only stopwords"):
+        assert stopwords.search("is it to the?", 3) == []
+
+
+def test_the_bm25_language_is_chosen_at_index_time_recorded_and_used_for_queries(tmp_path):
+    from netcast.retrievers import load_index
+
+    docs = jsonl(
+        tmp_path / "de.jsonl",
+        [
+            {"title": "Haus", "text": "Das Haus steht am Fluss."},
+            {"title": "Baum", "text": "Der Baum wächst im Garten."},
+        ],
+    )
+    result = cli("index", "--corpus", docs, "--out", tmp_path / "de", "--bm25-language", "german")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "de" / "index.json").read_text())["bm25_language"] == "german"
+    hits = load_index(tmp_path / "de").search("Häuser", 2)  # German plural, stemmed to "haus"
+    assert [h.chunk.title for h in hits] == ["Haus"]
+    one_line(
+        cli("index", "--corpus", docs, "--out", tmp_path / "x", "--bm25-language", "klingon"),
+        2,
+        "unknown BM25 language 'klingon'",
+    )
+
+
 # --- 7. a UTF-8 byte-order mark ----------------------------------------------------------------
 
 
