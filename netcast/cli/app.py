@@ -34,6 +34,10 @@ ModelOpt = Annotated[
     ),
 ]
 RetrieverOpt = Annotated[str, typer.Option("--retriever", help="bm25 | dense | hybrid")]
+SearchOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--retriever", help="bm25 | dense | hybrid; default: the --index's, else bm25"),
+]
 IndexOpt = Annotated[
     Optional[Path],  # noqa: UP045
     typer.Option(
@@ -161,7 +165,7 @@ def evaluate(
     split: Annotated[str, typer.Option(help="train | dev | all")] = "dev",
     limit: LimitOpt = None,
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     corpus: Annotated[
         Optional[Path], typer.Option(help="documents JSONL for datasets without passages")  # noqa: UP045
@@ -183,7 +187,9 @@ def evaluate(
 ) -> None:
     """Run a program on a dataset split; print quality and cost; save per-question results."""
     from netcast.optimize.workflow import run_evaluation
+    from netcast.retrievers.store import kind_for_index
 
+    retriever = kind_for_index(retriever, index)
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, constrained, timeout)
     judge_lm = (
@@ -294,7 +300,7 @@ def ask(
     program: Annotated[str, typer.Option(help="strategy name")] = "basic",
     dataset: Annotated[str, typer.Option(help="whose corpus to search")] = "hotpotqa-sample",
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     knob: KnobOpt = None,
     api_base: ApiBaseOpt = None,
@@ -308,9 +314,11 @@ def ask(
     from netcast.data.records import check_blank
     from netcast.models import token_counter
     from netcast.models.factory import check_questions, preflight
+    from netcast.retrievers.store import kind_for_index
     from netcast.session import build_program, open_retriever
 
     check_blank(question, "the question")
+    retriever = kind_for_index(retriever, index)
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, timeout=timeout)
     check_questions([("question", question)], lm)
@@ -409,7 +417,7 @@ def compile_cmd(
             "the best score (best)"
         ),
     ] = "nearest",
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     knob: KnobOpt = None,
     seed: Annotated[int, typer.Option(help="optimizer seed")] = 0,
@@ -432,8 +440,10 @@ def compile_cmd(
     from netcast.optimize.race import is_race, race_line
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
     from netcast.programs.knobs import parse_pairs
+    from netcast.retrievers.store import kind_for_index
 
     check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
+    retriever = kind_for_index(retriever, index)
     if select_on is not None and select_on not in SELECT_ON:
         raise NetcastError(
             f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
@@ -544,7 +554,7 @@ def tune(
     train_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
     dev_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     storage: Annotated[
         Optional[str],  # noqa: UP045
@@ -570,8 +580,10 @@ def tune(
     from netcast.files import check_output_directory
     from netcast.optimize.workflow import run_tuning
     from netcast.programs import get_program
+    from netcast.retrievers.store import kind_for_index
 
     get_program(program)
+    retriever = kind_for_index(retriever, index)
     if out is not None:
         check_output_directory(out, "recipe.json", "artifact")
     result = run_tuning(
@@ -637,7 +649,7 @@ def bench(
     split: Annotated[str, typer.Option()] = "dev",
     limit: LimitOpt = 20,
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     compiled: Annotated[
         Optional[list[Path]], typer.Option(help="compiled artifact to include (repeatable)")  # noqa: UP045
@@ -678,6 +690,9 @@ def bench(
     if spec is not None:
         _bench_spec(ctx, spec, threads, api_base, retries, timeout)
         return
+    from netcast.retrievers.store import kind_for_index
+
+    retriever = kind_for_index(retriever, index)
     names = resolve_programs(programs)
     sets = [d.strip() for d in datasets.split(",") if d.strip()]
     lm = _lm(model, api_base, retries, constrained, timeout)

@@ -141,6 +141,21 @@ def write_index_files(retriever: Retriever, directory: Path, **info: Any) -> Non
     (directory / "index.json").write_text(json.dumps(meta, indent=2))
 
 
+def kind_for_index(kind: str | None, index: str | Path | None) -> str:
+    """The retriever kind a command runs: ``kind`` (``--retriever``), else the saved
+    ``index``'s own kind, else ``bm25``. A ``kind`` the index contradicts (``--retriever dense``
+    with a BM25 index) is one line, before anything runs."""
+    if index is None:
+        return kind or "bm25"
+    saved = read_index_info(index)["kind"]
+    if kind is not None and kind != saved:
+        raise InputError(
+            f"--retriever {kind}, but {index} is a {saved} index (its index.json: field "
+            f"'kind'); drop --retriever, or give a {kind} index (netcast index --retriever {kind})"
+        )
+    return saved
+
+
 def read_index_info(directory: str | Path) -> dict[str, Any]:
     """``index.json``, checked for its shape (``netcast.formats.IndexInfo``)."""
     path = Path(directory) / "index.json"

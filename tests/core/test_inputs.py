@@ -253,6 +253,22 @@ def test_the_bm25_language_is_chosen_at_index_time_recorded_and_used_for_queries
     )
 
 
+# --- 5. an option that contradicts the index --------------------------------------------------
+
+
+def test_a_retriever_option_that_contradicts_the_index_is_one_line(tmp_path, three_docs):
+    from helpers import capitals_file
+
+    built = cli("index", "--corpus", three_docs, "--out", tmp_path / "bm25")
+    assert built.exit_code == 0, built.output
+    for command in (
+        ["evaluate", "--dataset", capitals_file(tmp_path / "qa.jsonl", 2)],
+        ["ask", "Where are owls?"],
+    ):
+        result = cli(*command, "--index", tmp_path / "bm25", "--retriever", "dense")
+        one_line(result, 2, "--retriever dense, but", "is a bm25 index")
+
+
 # --- 7. a UTF-8 byte-order mark ----------------------------------------------------------------
 
 
