@@ -619,9 +619,11 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     """Show an artifact's recipe, scores and lineage."""
     from netcast.artifacts import read_artifact
     from netcast.cli.render import artifact_table
+    from netcast.inputs import check_recipe
     from netcast.optimize.joint import versus_defaults_line
 
     recipe, scores, meta = read_artifact(directory)
+    check_recipe(directory, recipe)
     print_table(artifact_table(str(directory), recipe, meta))
     joint = recipe.get("joint") or {}
     if recipe.get("race"):  # a strategy race, as `netcast compile` printed it

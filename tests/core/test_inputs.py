@@ -269,6 +269,28 @@ def test_a_retriever_option_that_contradicts_the_index_is_one_line(tmp_path, thr
         one_line(result, 2, "--retriever dense, but", "is a bm25 index")
 
 
+# --- 6. an artifact naming a program netcast does not have ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "shown"),
+    [
+        ({"program": "quantum"}, "recipe.json: field 'program': unknown program 'quantum'"),
+        ({"knobs": {"top_kk": 3}}, "recipe.json: field 'knobs': "),
+    ],
+)
+def test_show_refuses_an_artifact_whose_recipe_names_an_unknown_program_or_knob(
+    tmp_path, bm25, change, shown
+):
+    from netcast.artifacts import save_artifact
+    from netcast.optimize.workflow import make_recipe
+    from netcast.programs import BasicRAG
+
+    recipe = make_recipe(program="basic", knobs={"top_k": 3}, dataset="hotpotqa-sample")
+    out = save_artifact(tmp_path / "a", BasicRAG(bm25), {**recipe, **change}, {"after": None})
+    one_line(cli("show", out), 2, shown)
+
+
 # --- 7. a UTF-8 byte-order mark ----------------------------------------------------------------
 
 
