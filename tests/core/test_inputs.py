@@ -302,3 +302,63 @@ def test_dataset_and_corpus_files_saved_with_a_byte_order_mark_are_read(tmp_path
     docs = jsonl(tmp_path / "docs.jsonl", [{"title": "T", "text": "owls"}], "utf-8-sig")
     result = cli("index", "--corpus", docs, "--out", tmp_path / "b")
     assert result.exit_code == 0, result.output
+
+
+# --- 8. training on the dev questions, a validation fold too small -----------------------------
+
+
+def test_a_compile_whose_train_and_dev_questions_overlap_says_how_many(
+    monkeypatch, scripted_lm, tmp_path
+):
+    from helpers import capitals_file
+
+    scripted(monkeypatch, scripted_lm, lambda prompt: {"answer": "Paris"})
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 8)
+    result = cli(
+        "compile", "--dataset", dataset, "--train-split", "all", "--dev-split", "all",
+        "--train-limit", "6", "--dev-limit", "3", "--teacher", "annotations",
+        "--out", tmp_path / "art",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert any("share 3 of 3 dev question id(s) (the first: 'q0')" in w for w in warned(result))
+    apart = cli(
+        "compile", "--dataset", dataset, "--train-limit", "6", "--dev-limit", "3",
+        "--teacher", "annotations", "--out", tmp_path / "art2",
+    )  # fmt: skip
+    assert apart.exit_code == 0, apart.output
+    assert not warned(apart)
+
+
+def test_a_race_on_too_few_validation_questions_warns_that_its_winner_is_a_guess(
+    monkeypatch, scripted_lm, tmp_path
+):
+    def respond(prompt):
+        if "[[ ## reasoning ## ]]" in prompt:
+            return {"reasoning": "so", "query": "capital", "answer": "Berlin"}
+        return {"answer": "Paris"}
+
+    from helpers import capitals_file
+
+    scripted(monkeypatch, scripted_lm, respond)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 12)
+    result = cli(
+        "compile", "--program", "basic,multihop", "--dataset", dataset, "--train-limit", "2",
+        "--dev-limit", "1", "--set", "chain_of_thought=false", "--set", "links=0",
+        "--out", tmp_path / "art",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert any(
+        "strategy race scores its candidates on 1 held-out training question(s) (of 2)" in w
+        and "fewer than 5" in w
+        for w in warned(result)
+    ), result.output
+
+
+def test_the_fewest_telling_questions_are_where_the_sign_flip_test_first_reaches_the_level():
+    from netcast.evaluation.stats import paired_p_value
+    from netcast.inputs import fewest_telling
+
+    for level in (0.1, 0.05):
+        n = fewest_telling(level)
+        assert paired_p_value([1.0] * n, [0.0] * n) < level
+        assert paired_p_value([1.0] * (n - 1), [0.0] * (n - 1)) >= level
