@@ -50,18 +50,32 @@ def check_record(record: Any, where: str) -> dict[str, Any]:
             raise InputError(f"{where}: missing field '{name}'")
     if not isinstance(record["question"], str):
         raise InputError(f"{where}: field 'question' must be a string")
+    check_blank(record["question"], f"{where}: field 'question'")
     answers = record.get("answers")
     if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
         raise InputError(f"{where}: field 'answers' must be a list of strings")
     if not [a for a in answers if a.strip()]:
         raise InputError(f"{where}: field 'answers' is empty (a question needs a gold answer)")
+    for i, answer in enumerate(answers):  # a blank gold answer would match a blank reply
+        check_blank(answer, f"{where}: field 'answers[{i}]'")
     paragraphs = record.get("paragraphs", [])
     if not isinstance(paragraphs, list):
         raise InputError(f"{where}: field 'paragraphs' must be a list")
     for i, p in enumerate(paragraphs):
         if not isinstance(p, Mapping) or not isinstance(p.get("text"), str):
             raise InputError(f"{where}: paragraphs[{i}] needs a string field 'text'")
+        # a blank paragraph is no passage (``pooled_documents`` leaves it out): as gold evidence
+        # it would be a document no index holds, and retrieval recall could never reach 1
+        if p.get("is_supporting") and not p["text"].strip():
+            check_blank(p["text"], f"{where}: field 'paragraphs[{i}].text' (a supporting one)")
     return dict(record)
+
+
+def check_blank(text: str, what: str) -> None:
+    """Refuse ``text`` when it is empty or only whitespace: ``what`` names where it was
+    (``FILE:LINE: field 'question'``, or ``the question`` of ``netcast ask``)."""
+    if not text.strip():
+        raise InputError(f"{what} is blank (empty or only whitespace)")
 
 
 def gold_passages(record: Mapping[str, Any]) -> list[dict[str, Any]]:

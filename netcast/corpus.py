@@ -18,6 +18,20 @@ import numpy as np
 from netcast.errors import InputError, NetcastWarning
 from netcast.models.tokens import TokenCounter
 
+BOM = "\ufeff"
+# Scripts written without spaces between words, as a regex character class: CJK ideographs (the
+# unified blocks, extension A, compatibility ideographs) and Japanese kana (not the middle dot)
+CJK = "\u3040-\u30fa\u30fc-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_CHAR = re.compile(f"[{CJK}]")
+_WORD_CHAR = re.compile(r"\w")
+
+
+def mostly_cjk(text: str) -> bool:
+    """Whether at least half of ``text``'s letters and digits are CJK characters (``CJK``):
+    text whose words are not separated by spaces."""
+    words = len(_WORD_CHAR.findall(text))
+    return words > 0 and 2 * len(_CJK_CHAR.findall(text)) >= words
+
 
 @dataclass(frozen=True)
 class Document:
@@ -73,7 +87,8 @@ def read_jsonl(
     path: str | Path, progress: Callable[[int], Any] | None = None
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, parsed_object)`` for each non-blank line of a ``.jsonl`` file (or a
-    gzipped ``.jsonl.gz``); a bad byte, bad JSON or a truncated gzip stream names the line.
+    gzipped ``.jsonl.gz``); a bad byte, bad JSON or a truncated gzip stream names the line. A
+    UTF-8 byte-order mark at the start of the file (what many editors write) is skipped.
     ``progress`` is called now and then with the bytes of the file read so far."""
     path = Path(path)
     if not path.exists():
@@ -96,6 +111,8 @@ def read_jsonl(
                         f"{path}:{line_no}: not UTF-8 text (byte {raw[err.start]:#04x} at column "
                         f"{err.start + 1}); give a UTF-8 .jsonl file"
                     ) from None
+                if line_no == 1:  # a byte-order mark (editors, spreadsheet exports) is no text
+                    line = line.removeprefix(BOM)
                 if progress and line_no % 4096 == 0:
                     progress(raw_file.tell())
                 if not line.strip():
@@ -195,6 +212,10 @@ def dedupe_documents(docs: Iterable[Document]) -> list[Document]:
     return list(seen.values())
 
 
+# A paragraph longer than this is split into windows when chunked (``chunk_documents``): a
+# quarter of the embedded model's default window, where passages share it with the question,
+# the instructions and each other (the bundled samples' longest paragraph: 1,992 tokens)
+MAX_PARAGRAPH_TOKENS = 2048
 # DSPy's chat-format field header (dspy.adapters.chat_adapter.field_header_pattern)
 FIELD_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -265,21 +286,40 @@ def chunk_documents(
     window: int = 200,
     overlap: int = 40,
 ) -> list[Chunk]:
-    """Chunks with ids ``"<doc_id>#<n>"``, token counts from ``counter`` and the doc's meta."""
+    """Chunks with ids ``"<doc_id>#<n>"``, token counts from ``counter`` and the doc's meta.
+
+    A paragraph longer than ``MAX_PARAGRAPH_TOKENS`` is split into windows of ``window`` tokens
+    (overlapping by ``overlap``), as ``mode="window"`` splits a document, and a warning says
+    how many were: no passage is too long for a model's window to read."""
     check_chunking(mode)
-    chunks = []
+    chunks: list[Chunk] = []
+    long: list[tuple[str, int]] = []  # (title, tokens) of the paragraphs split
+
+    def add(doc: Document, n: int, text: str, n_tokens: int) -> None:
+        chunks.append(Chunk(f"{doc.id}#{n}", doc.id, doc.title, text, n_tokens, doc.meta))
+
     for doc in docs:
-        for n, piece in enumerate(chunk_texts(doc.text, counter, mode, window, overlap)):
-            chunks.append(
-                Chunk(
-                    id=f"{doc.id}#{n}",
-                    doc_id=doc.id,
-                    title=doc.title,
-                    text=piece,
-                    n_tokens=counter.count(format_passage(doc.title, piece)),
-                    meta=doc.meta,
-                )
-            )
+        n = 0
+        for piece in chunk_texts(doc.text, counter, mode, window, overlap):
+            n_tokens = counter.count(format_passage(doc.title, piece))
+            if mode == "window" or n_tokens <= MAX_PARAGRAPH_TOKENS:
+                add(doc, n, piece, n_tokens)
+                n += 1
+                continue
+            long.append((doc.title, n_tokens))
+            for part in split_windows(piece, counter, window, overlap):
+                add(doc, n, part, counter.count(format_passage(doc.title, part)))
+                n += 1
+    if long:
+        title, most = max(long, key=lambda found: found[1])
+        warnings.warn(
+            NetcastWarning(
+                f"{len(long)} paragraph(s) longer than {MAX_PARAGRAPH_TOKENS:,} tokens (the "
+                f"longest: {title!r}, {most:,} tokens) split into passages of {window} tokens "
+                f"({overlap} overlapping), as --chunking window splits a document"
+            ),
+            stacklevel=2,
+        )
     return chunks
 
 

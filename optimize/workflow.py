@@ -28,6 +28,7 @@ from netcast.data import load_dataset
 from netcast.errors import InputError, ModelCallError
 from netcast.evaluation.evaluate import EvalResult, evaluate
 from netcast.files import short_hash, slug
+from netcast.inputs import check_compile_fold, check_split_overlap
 from netcast.models import decoding_info, make_lm, model_name, token_counter
 from netcast.models.factory import check_questions, preflight
 from netcast.optimize import tune as tuning
@@ -127,6 +128,7 @@ def prepare(
     needs = {"corpus_required": not index}
     train = load_dataset(dataset, train_split, train_limit, **needs)
     dev = load_dataset(dataset, dev_split, dev_limit, **needs)
+    check_split_overlap(train, dev)
     if check is not None:
         check(train, dev)
     opened = open_retriever(train, index, kind=retriever, counter=token_counter(lm))
@@ -359,6 +361,7 @@ def compile_recipe(
         else:
             demos = settings.get("demos", JOINT_DEMOS)
             check_search(recipe["program"], recipe["knobs"], settings.get("grid"), demos)
+        check_compile_fold(optimizer, settings, train.examples)
 
     splits = prepare_recipe(recipe, lm, check)
     train, dev, retriever = splits.train, splits.dev, splits.retriever

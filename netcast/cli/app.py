@@ -35,6 +35,10 @@ ModelOpt = Annotated[
     ),
 ]
 RetrieverOpt = Annotated[str, typer.Option("--retriever", help="bm25 | dense | hybrid")]
+SearchOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--retriever", help="bm25 | dense | hybrid; default: the --index's, else bm25"),
+]
 IndexOpt = Annotated[
     Optional[Path],  # noqa: UP045
     typer.Option(
@@ -162,7 +166,7 @@ def evaluate(
     split: Annotated[str, typer.Option(help="train | dev | all")] = "dev",
     limit: LimitOpt = None,
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     corpus: Annotated[
         Optional[Path], typer.Option(help="documents JSONL for datasets without passages")  # noqa: UP045
@@ -184,7 +188,9 @@ def evaluate(
 ) -> None:
     """Run a program on a dataset split; print quality and cost; save per-question results."""
     from netcast.optimize.workflow import run_evaluation
+    from netcast.retrievers.store import kind_for_index
 
+    retriever = kind_for_index(retriever, index)
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, constrained, timeout)
     judge_lm = (
@@ -243,6 +249,14 @@ def index(
         Optional[Path],  # noqa: UP045
         typer.Option(help="dense: a .npy of precomputed embeddings (chunks x 384, chunk order)"),
     ] = None,
+    bm25_language: Annotated[
+        str,
+        typer.Option(
+            help="bm25, hybrid: how words are split, stopped and stemmed: auto (cjk for mostly "
+            "Chinese or Japanese text, else english) | english | cjk | none | a Snowball "
+            "language (german, french, ...)"
+        ),
+    ] = "auto",
 ) -> None:
     """Chunk documents, build a BM25, dense or hybrid index and save it."""
     from netcast.data import load_corpus
@@ -266,11 +280,14 @@ def index(
                 progress,
                 dense_index=dense_index,
                 embeddings=embeddings,
+                language=bm25_language,
                 source=str(corpus),
             )
     else:
         _, docs = load_corpus(dataset or "")
-        built = build_index(docs, counter, retriever, out, settings, source=dataset)
+        built = build_index(
+            docs, counter, retriever, out, settings, language=bm25_language, source=dataset
+        )
         n_docs = len(docs)
     console.print(
         f"{built.kind} index of {len(built.corpus)} chunks ({n_docs} documents, "
@@ -284,7 +301,7 @@ def ask(
     program: Annotated[str, typer.Option(help="strategy name")] = "basic",
     dataset: Annotated[str, typer.Option(help="whose corpus to search")] = "hotpotqa-sample",
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     knob: KnobOpt = None,
     api_base: ApiBaseOpt = None,
@@ -295,10 +312,14 @@ def ask(
     import dspy
 
     from netcast.data import QADataset, load_corpus
+    from netcast.data.records import check_blank
     from netcast.models import token_counter
     from netcast.models.factory import check_questions, preflight
+    from netcast.retrievers.store import kind_for_index
     from netcast.session import build_program, open_retriever
 
+    check_blank(question, "the question")
+    retriever = kind_for_index(retriever, index)
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, timeout=timeout)
     check_questions([("question", question)], lm)
@@ -398,7 +419,7 @@ def compile_cmd(
             "the best score (best)"
         ),
     ] = "nearest",
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     knob: KnobOpt = None,
     seed: Annotated[int, typer.Option(help="optimizer seed")] = 0,
@@ -421,8 +442,10 @@ def compile_cmd(
     from netcast.optimize.race import is_race, race_line
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
     from netcast.programs.knobs import parse_pairs
+    from netcast.retrievers.store import kind_for_index
 
     check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
+    retriever = kind_for_index(retriever, index)
     if select_on is not None and select_on not in SELECT_ON:
         raise NetcastError(
             f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
@@ -533,7 +556,7 @@ def tune(
     train_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
     dev_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     storage: Annotated[
         Optional[str],  # noqa: UP045
@@ -559,8 +582,10 @@ def tune(
     from netcast.files import check_output_directory
     from netcast.optimize.workflow import run_tuning
     from netcast.programs import get_program
+    from netcast.retrievers.store import kind_for_index
 
     get_program(program)
+    retriever = kind_for_index(retriever, index)
     if out is not None:
         check_output_directory(out, "recipe.json", "artifact")
     result = run_tuning(
@@ -596,9 +621,11 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     """Show an artifact's recipe, scores and lineage."""
     from netcast.artifacts import read_artifact
     from netcast.cli.render import artifact_table
+    from netcast.inputs import check_recipe
     from netcast.optimize.joint import versus_defaults_line
 
     recipe, scores, meta = read_artifact(directory)
+    check_recipe(directory, recipe)
     print_table(artifact_table(str(directory), recipe, meta))
     joint = recipe.get("joint") or {}
     if recipe.get("race"):  # a strategy race, as `netcast compile` printed it
@@ -626,7 +653,7 @@ def bench(
     split: Annotated[str, typer.Option()] = "dev",
     limit: LimitOpt = 20,
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     compiled: Annotated[
         Optional[list[Path]], typer.Option(help="compiled artifact to include (repeatable)")  # noqa: UP045
@@ -667,6 +694,9 @@ def bench(
     if spec is not None:
         _bench_spec(ctx, spec, threads, api_base, retries, timeout)
         return
+    from netcast.retrievers.store import kind_for_index
+
+    retriever = kind_for_index(retriever, index)
     names = resolve_programs(programs)
     sets = [d.strip() for d in datasets.split(",") if d.strip()]
     lm = _lm(model, api_base, retries, constrained, timeout)

@@ -2,18 +2,25 @@
 reports (quality and cost): its name, label, kind, direction and format, used by evaluation,
 tuning, reports and the command line. Answer metrics follow the SQuAD evaluation script
 (normalization: lowercase, strip punctuation and articles, collapse whitespace), taking the best
-score over the gold answers. Retrieval metrics compare document ids."""
+score over the gold answers. Retrieval metrics compare document ids.
+
+Scripts written without spaces: a gold answer whose letters are mostly CJK (Chinese characters,
+Japanese kana) is compared as the MLQA and CMRC 2018 evaluation scripts compare Chinese, by
+mixed segmentation: lowercase, every punctuation character removed (Unicode's as well as
+ASCII's), each CJK character a token and the rest split at whitespace (``mixed_tokens``). Any
+other gold answer is compared exactly as SQuAD's script does, so English scores do not move."""
 
 from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from netcast.corpus import doc_id_of_chunk
+from netcast.corpus import CJK, doc_id_of_chunk, mostly_cjk
 
 
 @dataclass(frozen=True)
@@ -63,19 +70,47 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
+_MIXED_TOKEN = re.compile(f"[{CJK}]|[^\\s{CJK}]+")
+
+
 def normalize_answer(text: str) -> str:
     text = "".join(ch for ch in text.lower() if ch not in _PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+def _punctuation(ch: str) -> bool:
+    return ch in _PUNCT or unicodedata.category(ch).startswith("P")
+
+
+def mixed_tokens(text: str) -> list[str]:
+    """MLQA's (and CMRC 2018's) normalization for Chinese: lowercase, punctuation removed (every
+    Unicode punctuation character and ASCII's), English articles removed, then mixed
+    segmentation: each CJK character one token, the rest split at whitespace."""
+    text = "".join(ch for ch in text.lower() if not _punctuation(ch))
+    return _MIXED_TOKEN.findall(_ARTICLES.sub(" ", text))
+
+
+def answer_tokens(text: str, gold: str) -> list[str]:
+    """``text``'s tokens as compared with ``gold``: mixed segmentation (``mixed_tokens``) when
+    ``gold`` is mostly CJK text, else SQuAD's normalized words."""
+    return mixed_tokens(text) if mostly_cjk(gold) else normalize_answer(text).split()
+
+
 def exact_match(prediction: str, golds: Sequence[str]) -> float:
     pred = normalize_answer(prediction)
-    return float(any(pred == normalize_answer(g) for g in golds))
+    return float(
+        any(
+            answer_tokens(prediction, g) == answer_tokens(g, g)
+            if mostly_cjk(g)
+            else pred == normalize_answer(g)
+            for g in golds
+        )
+    )
 
 
 def _f1(prediction: str, gold: str) -> float:
-    pred_tokens = normalize_answer(prediction).split()
-    gold_tokens = normalize_answer(gold).split()
+    pred_tokens = answer_tokens(prediction, gold)
+    gold_tokens = answer_tokens(gold, gold)
     # SQuAD v2 convention: yes/no/noanswer style answers must match exactly.
     if not pred_tokens or not gold_tokens:
         return float(pred_tokens == gold_tokens)
@@ -106,9 +141,20 @@ def retrieval_prf(evidence_chunk_ids: Iterable[str], gold_doc_ids: Iterable[str]
 
 
 def answer_in_context(passages: Iterable[str], golds: Sequence[str]) -> float:
-    """1.0 if any normalized gold answer occurs (as whole words) in the normalized context."""
-    context = f" {normalize_answer(' '.join(passages))} "
-    return float(any(f" {normalize_answer(g)} " in context for g in golds if normalize_answer(g)))
+    """1.0 if any normalized gold answer occurs (as whole words) in the normalized context (a
+    mostly CJK gold answer: as whole tokens of the mixed segmentation, ``mixed_tokens``)."""
+    joined = " ".join(passages)
+    context = f" {normalize_answer(joined)} "
+    mixed = None
+    for g in golds:
+        if mostly_cjk(g):
+            mixed = f" {' '.join(mixed_tokens(joined))} " if mixed is None else mixed
+            tokens = mixed_tokens(g)
+            if tokens and f" {' '.join(tokens)} " in mixed:
+                return 1.0
+        elif normalize_answer(g) and f" {normalize_answer(g)} " in context:
+            return 1.0
+    return 0.0
 
 
 def em_metric(example, prediction, trace=None) -> float:
@@ -121,10 +167,12 @@ def f1_metric(example, prediction, trace=None) -> float:
     return f1_score(prediction.answer, example.answers)
 
 
-def text_tokens(text: str) -> list[str]:
+def text_tokens(text: str, mixed: bool = False) -> list[str]:
     """SQuAD-normalized tokens of ``text`` that hold a letter or digit (separators such as
-    "…" or "—", which the normalization keeps, are not tokens)."""
-    return [t for t in normalize_answer(text).split() if any(ch.isalnum() for ch in t)]
+    "…" or "—", which the normalization keeps, are not tokens); with ``mixed``, the tokens of
+    the mixed segmentation (``mixed_tokens``: each CJK character one)."""
+    tokens = mixed_tokens(text) if mixed else normalize_answer(text).split()
+    return [t for t in tokens if any(ch.isalnum() for ch in t)]
 
 
 def token_prf(retrieved: Iterable[str], gold: Iterable[str]) -> dict:
@@ -133,11 +181,14 @@ def token_prf(retrieved: Iterable[str], gold: Iterable[str]) -> dict:
     (F1 score) between retrieved and ground-truth supporting documents"). Each side's passages
     are joined and compared as bags of SQuAD-normalized tokens (``text_tokens``), the way the
     SQuAD script compares an answer with its gold; a token counts as often as it occurs on both
-    sides. With no gold text all three are ``None``; nothing retrieved scores 0."""
-    gold_tokens = Counter(t for passage in gold for t in text_tokens(passage))
+    sides. With no gold text all three are ``None``; nothing retrieved scores 0. Gold text
+    that is mostly CJK is compared by mixed segmentation (module docstring), both sides."""
+    gold = list(gold)
+    mixed = mostly_cjk(" ".join(gold))
+    gold_tokens = Counter(t for passage in gold for t in text_tokens(passage, mixed))
     if not gold_tokens:
         return {"precision": None, "recall": None, "f1": None}
-    got = Counter(t for passage in retrieved for t in text_tokens(passage))
+    got = Counter(t for passage in retrieved for t in text_tokens(passage, mixed))
     common = sum((got & gold_tokens).values())
     if common == 0:
         return {"precision": 0.0, "recall": 0.0, "f1": 0.0}

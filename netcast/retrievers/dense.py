@@ -31,6 +31,7 @@ BATCH = 4096  # passages encoded (and written) at a time
 FLAT_BELOW = 50_000  # exact search below this many vectors
 INDEX_KINDS = ("auto", "flat", "ivfpq", "hnsw")
 NPROBE = 16  # IVF lists searched a query
+NPY_MAGIC = b"\x93NUMPY"  # how every .npy file begins (numpy.lib.format)
 
 
 @lru_cache(maxsize=1)
@@ -111,27 +112,79 @@ def embed_corpus(
 def import_embeddings(path: str | Path, n_chunks: int) -> np.ndarray:
     """Precomputed embeddings (a GPU elsewhere): a ``.npy`` of shape (chunks, 384), the rows in
     the index's chunk order, from the same encoder (all-MiniLM-L6-v2); rows are L2-normalized
-    here if they are not. Shape or dtype mismatches are one line naming the file."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
-    try:
-        vectors = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as err:
-        raise InputError(f"{path}: not a readable .npy array ({err})") from None
-    if vectors.ndim != 2 or vectors.shape[1] != DIM:
-        raise InputError(
-            f"{path}: shape {vectors.shape}, expected ({n_chunks}, {DIM}) ({EMBEDDING_MODEL})"
-        )
-    if vectors.shape[0] != n_chunks:
-        raise InputError(f"{path}: {vectors.shape[0]} rows for the index's {n_chunks} chunks")
-    if not np.issubdtype(vectors.dtype, np.floating):
-        raise InputError(f"{path}: dtype {vectors.dtype}, expected floating point")
-    vectors = np.asarray(vectors, dtype=np.float32)
+    here if they are not. A file ``read_embeddings`` refuses, or of another row count, is one
+    line naming the file."""
+    vectors = read_embeddings(path, n_chunks)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     if not np.allclose(norms, 1.0, atol=1e-3):
         vectors = vectors / np.maximum(norms, 1e-12)
     return np.ascontiguousarray(vectors)
+
+
+def read_embeddings(path: str | Path, n_chunks: int | None = None) -> np.ndarray:
+    """The float32 array of a ``.npy`` file of embeddings, refused in one line naming the file
+    when it is not numpy's format, holds Python objects (never unpickled), is not (rows, 384)
+    floats, or has a row holding NaN or an infinite value, or only zeros (a search touching it
+    would rank at random, or never find its chunk). ``n_chunks``: the rows expected, for the
+    message (checked by ``import_embeddings``)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(len(NPY_MAGIC))
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    if magic != NPY_MAGIC:
+        raise InputError(
+            f"{path}: not a readable .npy array (not numpy's format, whose files start with "
+            f"{NPY_MAGIC!r}); save the embeddings with numpy.save"
+        )
+    try:
+        vectors = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as err:
+        if "pickle" not in str(err) and "Python objects" not in str(err):  # numpy's words
+            raise InputError(f"{path}: not a readable .npy array ({err})") from None
+        raise InputError(
+            f"{path}: holds Python objects (pickled), not numbers; netcast loads no pickle: "
+            "save a float array (numpy.save(path, vectors.astype('float32')))"
+        ) from None
+    except (OSError, EOFError) as err:
+        raise InputError(f"{path}: not a readable .npy array ({err})") from None
+    if vectors.ndim != 2 or vectors.shape[1] != DIM:
+        rows = n_chunks if n_chunks is not None else "chunks"
+        raise InputError(
+            f"{path}: shape {vectors.shape}, expected ({rows}, {DIM}) ({EMBEDDING_MODEL})"
+        )
+    if n_chunks is not None and vectors.shape[0] != n_chunks:
+        raise InputError(f"{path}: {vectors.shape[0]} rows for the index's {n_chunks} chunks")
+    if not np.issubdtype(vectors.dtype, np.floating):
+        raise InputError(f"{path}: dtype {vectors.dtype}, expected floating point")
+    vectors = np.asarray(vectors, dtype=np.float32)
+    check_finite(vectors, path)
+    zero = ~vectors.any(axis=1)
+    if zero.any():
+        row = int(np.flatnonzero(zero)[0])
+        raise InputError(
+            f"{path}: row {row} is all zeros ({int(zero.sum())} row(s)): chunk {row} of the "
+            "index would have no embedding"
+        )
+    return vectors
+
+
+def check_finite(vectors: np.ndarray, path: str | Path) -> None:
+    """Refuse vectors holding NaN or an infinite value (a search touching such a row ranks at
+    random): one line naming the first row and column, and how many rows hold one."""
+    finite = np.isfinite(vectors)
+    if finite.all():
+        return
+    bad_rows = np.flatnonzero(~finite.all(axis=1))
+    row = int(bad_rows[0])
+    col = int(np.flatnonzero(~finite[row])[0])
+    raise InputError(
+        f"{path}: row {row}, column {col} is {vectors[row, col]} ({len(bad_rows)} row(s) hold NaN "
+        "or an infinite value); recompute those embeddings"
+    )
 
 
 def index_kind(n: int, kind: str = "auto") -> str:

@@ -19,7 +19,7 @@ from netcast.errors import InputError
 from netcast.files import atomic_directory
 from netcast.formats import IndexInfo, read_json
 from netcast.retrievers.base import Retriever
-from netcast.retrievers.bm25 import BM25Retriever
+from netcast.retrievers.bm25 import DEFAULT_LANGUAGE, LANGUAGES, BM25Retriever, check_language
 from netcast.retrievers.dense import (
     EMBEDDING_MODEL,
     DenseRetriever,
@@ -40,11 +40,13 @@ def build_retriever(
     *,
     dense_index: str = "auto",
     embeddings: str | Path | None = None,
+    language: str = "auto",
 ) -> Retriever:
     """A ``kind`` retriever over ``corpus``. ``progress(phase, done, total)`` hears of BM25's
     chunks tokenized (``"index"``) and the dense encoder's chunks embedded (``"embed"``);
-    ``dense_index`` is the faiss index type (``netcast.retrievers.dense.index_kind``) and
-    ``embeddings`` a ``.npy`` of precomputed ones."""
+    ``dense_index`` is the faiss index type (``netcast.retrievers.dense.index_kind``),
+    ``embeddings`` a ``.npy`` of precomputed ones and ``language`` how BM25 splits words
+    (``netcast.retrievers.bm25.LANGUAGES``)."""
 
     def dense() -> DenseRetriever:
         vectors = import_embeddings(embeddings, len(corpus)) if embeddings else None
@@ -61,15 +63,25 @@ def build_retriever(
 
     if embeddings and kind == "bm25":
         raise InputError("--embeddings needs --retriever dense or hybrid")
+    check_bm25_language(kind, language)
+
+    def bm25() -> BM25Retriever:
+        return BM25Retriever(corpus, progress=phase(progress, "index"), language=language)
+
     if kind == "bm25":
-        return BM25Retriever(corpus, progress=phase(progress, "index"))
+        return bm25()
     if kind == "dense":
         return dense()
     if kind == "hybrid":
-        return HybridRetriever(
-            corpus, [BM25Retriever(corpus, progress=phase(progress, "index")), dense()]
-        )
+        return HybridRetriever(corpus, [bm25(), dense()])
     raise InputError(f"unknown retriever {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+def check_bm25_language(kind: str, language: str) -> None:
+    """A BM25 ``language`` (``LANGUAGES``) for a ``kind`` that has a BM25 part, else one line."""
+    check_language(language)
+    if language != "auto" and kind == "dense":
+        raise InputError("--bm25-language needs --retriever bm25 or hybrid")
 
 
 def embeddings_dir(corpus: Corpus) -> Path:
@@ -83,6 +95,12 @@ def embeddings_dir(corpus: Corpus) -> Path:
 
 def _parts(retriever: Retriever) -> list[Any]:
     return retriever.retrievers if isinstance(retriever, HybridRetriever) else [retriever]
+
+
+def _bm25_language(retriever: Retriever) -> dict[str, str]:
+    """What ``index.json`` records of how the BM25 part splits words (``bm25_language``)."""
+    parts = [p for p in _parts(retriever) if isinstance(p, BM25Retriever)]
+    return {"bm25_language": parts[0].language} if parts else {}
 
 
 def save_index(
@@ -117,9 +135,25 @@ def write_index_files(retriever: Retriever, directory: Path, **info: Any) -> Non
         "token_counter": corpus.token_counter,
         "embedding_model": EMBEDDING_MODEL if retriever.kind != "bm25" else None,
         **({"embedding_dtype": encoder_dtype()} if retriever.kind != "bm25" else {}),
+        **_bm25_language(retriever),
         **info,
     }
     (directory / "index.json").write_text(json.dumps(meta, indent=2))
+
+
+def kind_for_index(kind: str | None, index: str | Path | None) -> str:
+    """The retriever kind a command runs: ``kind`` (``--retriever``), else the saved
+    ``index``'s own kind, else ``bm25``. A ``kind`` the index contradicts (``--retriever dense``
+    with a BM25 index) is one line, before anything runs."""
+    if index is None:
+        return kind or "bm25"
+    saved = read_index_info(index)["kind"]
+    if kind is not None and kind != saved:
+        raise InputError(
+            f"--retriever {kind}, but {index} is a {saved} index (its index.json: field "
+            f"'kind'); drop --retriever, or give a {kind} index (netcast index --retriever {kind})"
+        )
+    return saved
 
 
 def read_index_info(directory: str | Path) -> dict[str, Any]:
@@ -159,12 +193,21 @@ def load_index(directory: str | Path, expected_hash: str | None = None) -> Retri
             f"{len(corpus)} chunks"
         )
     kind = info.get("kind")
+    language = info.get("bm25_language", DEFAULT_LANGUAGE)  # older indexes: English
+    if not isinstance(language, str) or language not in LANGUAGES or language == "auto":
+        raise InputError(
+            f"{directory}/index.json: field 'bm25_language' is {language!r}, not a language "
+            f"BM25 knows ({', '.join(LANGUAGES[1:])})"
+        )
     if kind == "bm25":
-        retriever = BM25Retriever.load(corpus, directory)
+        retriever = BM25Retriever.load(corpus, directory, language)
     elif kind == "dense":
         retriever = DenseRetriever.load(corpus, directory)
     else:  # hybrid (IndexInfo allows no other kind)
-        parts = [BM25Retriever.load(corpus, directory), DenseRetriever.load(corpus, directory)]
+        parts = [
+            BM25Retriever.load(corpus, directory, language),
+            DenseRetriever.load(corpus, directory),
+        ]
         retriever = HybridRetriever(corpus, parts)
     retriever.location = str(directory.resolve())
     return retriever

@@ -83,3 +83,43 @@ def test_top_k_answer_recall_reads_the_first_k_documents():
     assert metrics.top_k_answer_recall(ranked, ["Paris"], 2) == 1.0
     assert metrics.top_k_answer_recall(ranked, ["Parisian"], 3) == 0.0  # whole words
     assert metrics.top_k_answer_recall([], ["Paris"], 5) == 0.0
+
+
+def _squad_f1(prediction: str, gold: str) -> float:
+    """SQuAD's token F1, as netcast computed it for every answer before mixed segmentation."""
+    from collections import Counter
+
+    pred, ref = metrics.normalize_answer(prediction).split(), metrics.normalize_answer(gold).split()
+    if not pred or not ref:
+        return float(pred == ref)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    return 0.0 if not common else 2 * common / (len(pred) + len(ref))
+
+
+def test_a_cjk_gold_answer_is_scored_by_mixed_segmentation_and_any_other_exactly_as_squad():
+    # MLQA / CMRC 2018: punctuation removed, each CJK character a token
+    assert metrics.mixed_tokens("中国首都是北京。") == ["中", "国", "首", "都", "是", "北", "京"]
+    assert metrics.mixed_tokens("2008年北京奥运会, the Games") == [
+        "2008", "年", "北", "京", "奥", "运", "会", "games",
+    ]  # fmt: skip
+    assert metrics.f1_score("中国首都是北京。", ["北京"]) == pytest.approx(
+        2 * (2 / 7) / (2 / 7 + 1)
+    )
+    assert metrics.exact_match("北京。", ["北京"]) == 1.0
+    assert metrics.exact_match("北京市", ["北京"]) == 0.0
+    assert metrics.answer_in_context(["中国的首都是北京。"], ["北京"]) == 1.0
+    assert metrics.answer_in_context(["上海是中国最大的城市"], ["北京"]) == 0.0
+    prf = metrics.token_prf(["北京是中国的首都"], ["北京是首都"])
+    assert prf["recall"] == 1.0 and prf["precision"] == pytest.approx(5 / 8)
+    # a gold answer not mostly CJK keeps SQuAD's words, whatever the prediction holds
+    pairs = [
+        ("Zhang Yimou (张艺谋)", "Zhang Yimou"),
+        ("Beijing 北京", "Beijing"),
+        ("北京", "Beijing (北京)"),
+        ("the Eiffel–Tower", "Eiffel Tower"),
+        ("“Midland”, Michigan", "Midland, Michigan, United States"),
+    ]
+    for prediction, gold in pairs:
+        assert metrics.f1_score(prediction, [gold]) == _squad_f1(prediction, gold)
+        squad_em = metrics.normalize_answer(prediction) == metrics.normalize_answer(gold)
+        assert metrics.exact_match(prediction, [gold]) == float(squad_em)
