@@ -46,12 +46,15 @@ def recipe_hash(recipe: dict[str, Any]) -> str:
 def save_artifact(
     out: str | Path,
     program: dspy.Module,
-    recipe: dict[str, Any],
+    recipe: dict[str, Any] | Recipe,
     scores: dict[str, Any],
     parent: str | Path | None = None,
 ) -> Path:
     """Write the artifact into a temporary sibling directory, then rename it into place, so a
-    killed compile never leaves a half-written artifact at ``out``."""
+    killed compile never leaves a half-written artifact at ``out``. ``recipe`` may be the typed
+    one (``netcast.formats.Recipe``): it is written as ``recipe.json`` holds it."""
+    if not isinstance(recipe, dict):
+        recipe = recipe.to_dict()
     missing = [k for k in RECIPE_KEYS if k not in recipe]
     if missing:
         raise ValueError(f"recipe lacks {missing}")

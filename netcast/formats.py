@@ -245,6 +245,11 @@ class OptimizerSpec(Shape):
 
 
 class Recipe(Shape):
+    """How an artifact was compiled (``recipe.json``), and in memory the recipe a compile runs
+    (``netcast.optimize.workflow``): made with ``recipe_of``, written with ``to_dict`` (the
+    keys it was given, no defaults added, so a recipe read back writes the same JSON)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
     program: str
     knobs: dict[str, Any]
     retriever: RetrieverSpec
@@ -258,6 +263,25 @@ class Recipe(Shape):
     joint: dict[str, Any] | None = None
     race: dict[str, Any] | None = None
     tuning: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recipe as ``recipe.json`` holds it."""
+        return self.model_dump(exclude_unset=True)
+
+    def updated(self, **changes: Any) -> Recipe:
+        """A copy with ``changes`` (fields as ``recipe.json`` holds them), checked."""
+        return recipe_of({**self.to_dict(), **changes})
+
+
+def recipe_of(value: Recipe | dict[str, Any], where: str = "recipe") -> Recipe:
+    """``value`` as a ``Recipe``; a misshapen one is one ``InputError`` naming ``where`` and
+    the first wrong field."""
+    if isinstance(value, Recipe):
+        return value
+    try:
+        return Recipe.model_validate(value)
+    except ValidationError as err:
+        raise InputError(f"{where}: {describe(err)}") from None
 
 
 class Scores(Shape):

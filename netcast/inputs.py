@@ -84,23 +84,3 @@ def check_validation_fold(what: str, fold: Sequence[Any], of: int, level: float)
         stacklevel=2,
     )
     return False
-
-
-def check_compile_fold(optimizer: str, settings: Mapping[str, Any], trainset: Sequence) -> None:
-    """``check_validation_fold`` for a compile whose ``optimizer`` scores candidates on held-out
-    training questions: a strategy race (``race``) or a joint search (``joint``), with their
-    ``settings`` (demonstration sources, validation share, the test's ``alpha``)."""
-    if optimizer not in ("race", "joint"):
-        return
-    from netcast.optimize.compile import hold_out
-    from netcast.optimize.joint import JOINT_DEMOS
-
-    demos = settings.get("demos", JOINT_DEMOS)
-    if set(demos) == {"none"}:  # nothing to bootstrap from: every training question scores
-        fold = list(trainset)
-    elif len(trainset) < 2:
-        return  # refused by the compile itself (hold_out), naming the count
-    else:
-        fold = hold_out(trainset, settings.get("share", 0.6))[1]
-    what = "strategy race" if optimizer == "race" else "joint compile"
-    check_validation_fold(what, fold, len(trainset), settings.get("alpha", 0.1))

@@ -5,6 +5,7 @@ sentences, sub-questions, answers) instead of from the model's traces. No model 
 Each strategy says what its steps' demonstrations are (``annotated_demos(example)`` in its own
 folder); this module collects them over the training questions and sets them as DSPy demos on
 the program's predictors, so the result saves, loads and recompiles like any compiled program.
+``AnnotationTeacher`` is the teleprompter (``AnnotationSettings``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import random
 from collections.abc import Sequence
 
 import dspy
+from dspy.teleprompt import Teleprompter
 
-PER_STEP = 2  # demonstrations per step (each holds a whole context: the window is small)
+from netcast.optimize.settings import PER_STEP, AnnotationSettings
 
 
 def annotation_demos(
@@ -45,3 +47,16 @@ def teach(
         predictor.demos = list(demos.get(name.removesuffix(".predict"), []))
     taught._compiled = True
     return taught
+
+
+class AnnotationTeacher(Teleprompter):
+    """``compile(student, trainset=...)``: a copy of ``student`` taught its demonstrations
+    from ``trainset``'s annotations (``teach``; no model call)."""
+
+    def __init__(self, settings: AnnotationSettings | None = None, *, seed: int = 0):
+        super().__init__()
+        self.settings = settings or AnnotationSettings()
+        self.seed = seed
+
+    def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
+        return teach(student, trainset, self.settings.per_step, self.seed)

@@ -1,20 +1,24 @@
-"""Compile a program's prompts with a DSPy optimizer on a training split."""
+"""DSPy's own optimizers as netcast runs them: each built from netcast's metric, teacher model,
+seed and threads and its settings (``DSPY``: defaults sized for small training sets and slow
+local models), given a valset where it selects among candidates (``DSPyCompile``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import dspy
+from dspy.teleprompt import Teleprompter
 
 from netcast.errors import InputError
 from netcast.evaluation import metrics
 from netcast.evaluation.evaluate import judge_match
 from netcast.evaluation.metrics import ANSWER
+from netcast.optimize.settings import DSPySettings
 
-OPTIMIZERS = ("bootstrap", "bootstrap-rs", "mipro", "simba", "gepa", "joint")
 METRICS = ANSWER  # the measures a DSPy optimizer can optimize
-SELECTING = ("bootstrap-rs", "mipro", "gepa")  # optimizers that score candidates on a valset
 SELECT_ON = ("dev", "train")
 
 
@@ -51,24 +55,97 @@ def with_feedback(metric: Callable) -> Callable:
 # (DSPy's ``metric_threshold``; without it any F1 above 0 passes, e.g. "Carl Philipp Emanuel
 # Bach" for the gold "Georg Philipp Telemann", F1 0.29).
 DEMO_PASS = 0.5
+DEMOS = {"max_bootstrapped_demos": 2, "max_labeled_demos": 2, "metric_threshold": DEMO_PASS}
 
 
-def default_settings(name: str) -> dict[str, Any]:
-    """Each optimizer's settings, sized for small training sets and slow local models."""
-    demos = {"max_bootstrapped_demos": 2, "max_labeled_demos": 2, "metric_threshold": DEMO_PASS}
-    return {
-        "bootstrap": demos,
-        "bootstrap-rs": {**demos, "num_candidate_programs": 4},
-        "mipro": {"auto": "light", **demos},
-        "simba": {"max_steps": 4, "num_candidates": 4, "bsize": 8, "max_demos": 2},
-        "gepa": {"auto": "light"},
-        # knobs and demonstrations searched together (optimize.joint): model calls to spend
-        # (None: the whole grid) and the share of training questions that scores the trials
-        "joint": {"budget": None, "share": 0.6},
-        # strategies raced (optimize.race): the joint's settings, the first rung's questions
-        # and the p at which a strategy trailing the leader leaves the race
-        "race": {"budget": None, "share": 0.6, "first": 10, "drop_p": 0.05},
-    }[name]
+def _teacher(teacher_lm: Any) -> dict[str, Any] | None:
+    return {"lm": teacher_lm} if teacher_lm is not None else None
+
+
+def _bootstrap(metric, teacher_lm, seed, threads, **settings):
+    return dspy.BootstrapFewShot(metric=metric, teacher_settings=_teacher(teacher_lm), **settings)
+
+
+def _bootstrap_rs(metric, teacher_lm, seed, threads, **settings):
+    return dspy.BootstrapFewShotWithRandomSearch(
+        metric=metric, teacher_settings=_teacher(teacher_lm), num_threads=threads, **settings
+    )
+
+
+def _mipro(metric, teacher_lm, seed, threads, **settings):
+    return dspy.MIPROv2(
+        metric=metric,
+        prompt_model=teacher_lm,
+        teacher_settings=_teacher(teacher_lm),
+        seed=seed,
+        num_threads=threads,
+        **settings,
+    )
+
+
+def _simba(metric, teacher_lm, seed, threads, **settings):
+    return dspy.SIMBA(metric=metric, prompt_model=teacher_lm, num_threads=threads, **settings)
+
+
+def _gepa(metric, teacher_lm, seed, threads, **settings):
+    return dspy.GEPA(
+        metric=with_feedback(metric),
+        reflection_lm=teacher_lm or dspy.settings.lm,
+        seed=seed,
+        num_threads=threads,
+        **settings,
+    )
+
+
+def _valset(valset: list | None, seed: int) -> dict[str, Any]:
+    return {"valset": valset or None}
+
+
+@dataclass(frozen=True)
+class DSPyOptimizer:
+    """How netcast builds one of DSPy's optimizers: ``make(metric, teacher_lm, seed, threads,
+    **settings)``, its ``defaults``, whether it ``selects`` among candidates on a valset, and
+    the keyword arguments its ``compile`` takes besides the trainset (``extra(valset, seed)``)."""
+
+    make: Callable[..., Teleprompter]
+    defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    selects: bool = False
+    extra: Callable[[list | None, int], dict[str, Any]] = lambda valset, seed: {}
+
+
+DSPY: dict[str, DSPyOptimizer] = {
+    "bootstrap": DSPyOptimizer(_bootstrap, DEMOS),
+    "bootstrap-rs": DSPyOptimizer(
+        _bootstrap_rs,
+        {**DEMOS, "num_candidate_programs": 4},
+        selects=True,
+        extra=lambda valset, seed: {"valset": valset} if valset else {},
+    ),
+    "mipro": DSPyOptimizer(
+        _mipro,
+        {"auto": "light", **DEMOS},
+        selects=True,
+        extra=lambda valset, seed: {**_valset(valset, seed), "requires_permission_to_run": False},
+    ),
+    "simba": DSPyOptimizer(
+        _simba,
+        {"max_steps": 4, "num_candidates": 4, "bsize": 8, "max_demos": 2},
+        extra=lambda valset, seed: {"seed": seed},
+    ),
+    "gepa": DSPyOptimizer(_gepa, {"auto": "light"}, selects=True, extra=_valset),
+}
+SELECTING = tuple(n for n, o in DSPY.items() if o.selects)  # score candidates on a valset
+
+
+def dspy_settings(name: str, given: Mapping[str, Any] | None = None) -> DSPySettings:
+    """DSPy optimizer ``name``'s settings: its defaults, updated with ``given``."""
+    return DSPySettings(MappingProxyType({**_known(name).defaults, **(given or {})}))
+
+
+def _known(name: str) -> DSPyOptimizer:
+    if name not in DSPY:
+        raise InputError(f"unknown optimizer {name!r}; choose one of {', '.join(DSPY)}")
+    return DSPY[name]
 
 
 def make_optimizer(
@@ -78,36 +155,9 @@ def make_optimizer(
     seed: int = 0,
     threads: int = 1,
     **settings: Any,
-):
-    if name not in OPTIMIZERS:
-        raise InputError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
-    if name == "joint":  # it searches knobs too: optimize.joint.joint_compile builds programs
-        raise InputError("the joint optimizer runs through compile_recipe (joint_compile)")
-    teacher = {"lm": teacher_lm} if teacher_lm is not None else None
-    if name == "bootstrap":
-        return dspy.BootstrapFewShot(metric=metric, teacher_settings=teacher, **settings)
-    if name == "bootstrap-rs":
-        return dspy.BootstrapFewShotWithRandomSearch(
-            metric=metric, teacher_settings=teacher, num_threads=threads, **settings
-        )
-    if name == "mipro":
-        return dspy.MIPROv2(
-            metric=metric,
-            prompt_model=teacher_lm,
-            teacher_settings=teacher,
-            seed=seed,
-            num_threads=threads,
-            **settings,
-        )
-    if name == "simba":
-        return dspy.SIMBA(metric=metric, prompt_model=teacher_lm, num_threads=threads, **settings)
-    return dspy.GEPA(
-        metric=with_feedback(metric),
-        reflection_lm=teacher_lm or dspy.settings.lm,
-        seed=seed,
-        num_threads=threads,
-        **settings,
-    )
+) -> Teleprompter:
+    """DSPy's optimizer ``name`` with these settings (not filled in with its defaults)."""
+    return _known(name).make(metric, teacher_lm, seed, threads, **settings)
 
 
 def hold_out(trainset: Sequence, share: float = 0.8, most: int = 1000) -> tuple[list, list]:
@@ -137,6 +187,43 @@ def selection_sets(
     return list(trainset), None
 
 
+class DSPyCompile(Teleprompter):
+    """One of DSPy's optimizers (``DSPY``) as a netcast compile runs it: ``compile(student,
+    trainset=..., valset=...)`` returns a compiled copy of ``student`` (the original is not
+    changed). ``select_on`` is where an optimizer that selects among candidates (``SELECTING``)
+    scores them: ``"dev"`` on ``valset``, ``"train"`` on a held-out part of ``trainset``
+    (``selection_sets``), so ``valset`` stays unseen and can measure the result."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: DSPySettings | None = None,
+        *,
+        metric: str = "f1",
+        teacher_lm: Any = None,
+        seed: int = 0,
+        threads: int = 1,
+        select_on: str = "dev",
+    ):
+        super().__init__()
+        self.name, self.settings = name, settings or dspy_settings(name)
+        self.metric, self.teacher_lm, self.seed, self.threads = metric, teacher_lm, seed, threads
+        self.select_on = select_on
+
+    def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
+        trainset, valset = selection_sets(self.name, trainset, valset, self.select_on)
+        tele = make_optimizer(
+            self.name,
+            make_metric(self.metric),
+            teacher_lm=self.teacher_lm,
+            seed=self.seed,
+            threads=self.threads,
+            **self.settings.kwargs,
+        )
+        extra = DSPY[self.name].extra(list(valset) if valset else None, self.seed)
+        return tele.compile(student.deepcopy(), trainset=list(trainset), **extra)
+
+
 def compile_program(
     program: dspy.Module,
     trainset: Sequence[dspy.Example],
@@ -150,31 +237,18 @@ def compile_program(
     settings: dict[str, Any] | None = None,
     select_on: str = "dev",
 ) -> dspy.Module:
-    """A compiled copy of ``program`` (the original is not changed).
-
-    ``select_on`` is where an optimizer that selects among candidates (``SELECTING``) scores
-    them: ``"dev"`` on ``valset``, ``"train"`` on a held-out part of ``trainset``
-    (``selection_sets``), so ``valset`` stays unseen and can measure the result."""
-    trainset, valset = selection_sets(optimizer, trainset, valset, select_on)
-    settings = {**default_settings(optimizer), **(settings or {})}
-    tele = make_optimizer(
+    """A copy of ``program`` compiled by DSPy's ``optimizer`` (``DSPyCompile``), its defaults
+    updated with ``settings``."""
+    tele = DSPyCompile(
         optimizer,
-        make_metric(metric),
+        dspy_settings(optimizer, settings),
+        metric=metric,
         teacher_lm=teacher_lm,
         seed=seed,
         threads=threads,
-        **settings,
+        select_on=select_on,
     )
-    kwargs: dict[str, Any] = {"trainset": list(trainset)}
-    if optimizer == "bootstrap-rs" and valset:
-        kwargs["valset"] = list(valset)
-    if optimizer == "mipro":
-        kwargs.update(valset=list(valset) if valset else None, requires_permission_to_run=False)
-    if optimizer == "simba":
-        kwargs["seed"] = seed
-    if optimizer == "gepa":
-        kwargs["valset"] = list(valset) if valset else None
-    return tele.compile(program.deepcopy(), **kwargs)
+    return tele.compile(program, trainset=trainset, valset=valset)
 
 
 def demo_report(program: dspy.Module) -> dict[str, dict[str, int]]:

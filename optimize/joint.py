@@ -1,6 +1,8 @@
-"""Knobs and demonstrations in one compile (``netcast compile --optimizer joint``).
+"""Knobs and demonstrations in one compile (``netcast compile --optimizer joint``): the
+``JointCompile`` teleprompter, configured by ``JointSettings``.
 
-The knobs' declared ranges (sized to the model's window) become a small grid; each grid point
+The knobs the student was not built with (its held knobs: ``held_knobs``) are searched: their
+declared ranges (sized to the model's window) become a small grid; each grid point
 is paired with each demonstration source (``none``; ``annotations``: the data's own, see
 ``optimize.annotations``; ``bootstrap``: the model's successful traces, DSPy's
 BootstrapFewShot). Points are tried once each, the program's defaults without demonstrations
@@ -43,25 +45,35 @@ from typing import Any
 
 import dspy
 import optuna
+from dspy.teleprompt import Teleprompter
 from dspy.utils.exceptions import AdapterParseError
 
 from netcast.errors import InputError
-from netcast.evaluation.evaluate import aggregate, evaluate
+from netcast.evaluation.evaluate import EvalResult, aggregate, evaluate
 from netcast.evaluation.stats import paired
 from netcast.models.factory import context_window
-from netcast.optimize.annotations import PER_STEP, teach
+from netcast.optimize.annotations import AnnotationTeacher
+from netcast.optimize.budget import CallBudget
 from netcast.optimize.compile import compile_program, hold_out
+from netcast.optimize.settings import DEMO_SOURCES, AnnotationSettings, JointSettings
+from netcast.optimize.settings import TIES as TIES  # read here by netcast.evaluation.spec
 from netcast.programs import get_program
 from netcast.programs import knobs as knobs_mod
 from netcast.programs.shared.budget import budget_range
-from netcast.retrievers import Retriever
 
-DEMO_SOURCES = ("none", "annotations", "bootstrap")
-TIES = ("nearest", "best")  # among trials the test cannot tell apart from the best
 PRUNE_P = 0.01  # a trial trailing the best complete one at this p stops early
-JOINT_DEMOS = ("none", "annotations")  # the sources searched when a recipe names none
 GRID_POINTS = 6  # values tried per numeric knob whose range holds more
 COMPLETE = optuna.trial.TrialState.COMPLETE
+PRUNED = optuna.trial.TrialState.PRUNED
+RUNNING = optuna.trial.TrialState.RUNNING
+FAIL = optuna.trial.TrialState.FAIL
+
+
+def held_knobs(program: dspy.Module) -> dict[str, Any]:
+    """The knobs ``program`` was built with (its ``Knobs`` fields given, not defaulted): what a
+    compile of it holds while it searches the others."""
+    knobs = program.knobs
+    return {k: getattr(knobs, k) for k in type(knobs).model_fields if k in knobs.model_fields_set}
 
 
 def knob_grid(cls: type, lm: Any = None, fixed: dict[str, Any] | None = None) -> dict[str, list]:
@@ -138,45 +150,6 @@ def grid_points(
     if first in points:
         points.remove(first)
     return [first, *points]
-
-
-class CallBudget:
-    """Model calls a search may spend (``None``: no limit), counted as calls that reached the
-    model (DSPy cache hits are free). A chunk of questions is started only when the calls left
-    cover it at the most calls one question of that program has taken so far (before its
-    first question, the most of any program, at least 1)."""
-
-    def __init__(self, limit: int | None, most: dict[str, int] | None = None):
-        self.limit = limit
-        self.spent = 0
-        self.most = most if most is not None else {}  # per program, calls of its worst question
-
-    @staticmethod
-    def cost(row: dict[str, Any]) -> int:
-        scores = row["scores"]
-        return int(scores.get("lm_calls") or 0) - int(scores.get("cached_calls") or 0)
-
-    def charge(self, program: str, rows: Sequence[dict[str, Any]], extra: int = 0) -> None:
-        self.spent += sum(self.cost(r) for r in rows) + extra
-        if rows:
-            worst = max(int(r["scores"].get("lm_calls") or 0) for r in rows)
-            self.most[program] = max(self.most.get(program, 0), worst)
-
-    def per_question(self, program: str) -> int:
-        return self.most.get(program) or max(self.most.values(), default=1) or 1
-
-    def affordable(self, program: str, n: int) -> int:
-        """How many of the next ``n`` questions of ``program`` the calls left cover."""
-        if self.limit is None:
-            return n
-        return max(0, min(n, (self.limit - self.spent) // self.per_question(program)))
-
-    def lane(self, limit: int | None) -> CallBudget:
-        """A share of what is left, with the same per-question estimates."""
-        return CallBudget(limit, self.most)
-
-    def absorb(self, lane: CallBudget) -> None:
-        self.spent += lane.spent
 
 
 @dataclass
@@ -341,128 +314,202 @@ def _stored_aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {k: v for k, v in agg.items() if k != "steps"}
 
 
-def joint_compile(
-    program_name: str,
-    retriever: Retriever,
-    trainset: Sequence[dspy.Example],
-    *,
-    lm: Any,
-    fixed: dict[str, Any] | None = None,
-    values: dict[str, list[Any]] | None = None,
-    demos: Sequence[str] = JOINT_DEMOS,
-    budget: int | None = None,
-    metric: str = "f1",
-    per_step: int = PER_STEP,
-    share: float = 0.6,
-    chunk: int = 10,
-    alpha: float = 0.1,
-    ties: str = "nearest",
-    teacher_lm: Any = None,
-    seed: int = 0,
-    study: optuna.Study | None = None,
-    progress: bool = True,
-    calls: CallBudget | None = None,
-    on_chunk: Callable[[dict[str, Any]], None] | None = None,
-) -> JointResult:
-    """Search ``program_name``'s knobs (``fixed`` ones held; ``values`` names the values tried
-    for a knob instead of its declared range, ``knob_grid``, the default added where missing)
-    and demonstration sources together on the training questions: demonstrations from the
-    first ``1 - share``, scores on the last ``share`` (the validation fold). ``budget`` caps
-    the model calls the trials spend (checked between trials); the best validation score
-    (fewer tokens on a tie) replaces the defaults if it beats the defaults' trial at ``alpha``,
-    else the defaults stay; with ``ties="nearest"`` the trial taken is the one nearest the
-    defaults among those the test cannot tell apart from the best (module docstring).
-    ``calls`` (the strategy race's) is checked before each chunk of questions: a chunk it
-    does not cover stops the trial (pruned, its scores kept) and the search. ``on_chunk`` is
-    told of each chunk scored (trial, point, questions and running score so far). Run under
-    ``dspy.context(lm=lm)``."""
-    fixed = dict(fixed or {})
-    searched = check_search(program_name, fixed, values, demos)
-    if ties not in TIES:
-        raise InputError(f"unknown ties rule {ties!r}; choose from {', '.join(TIES)}")
-    cls = get_program(program_name)
-    knobs_mod.validate(program_name, cls.Knobs, fixed)  # a bad knob stops here
-    # no demonstration drawn (demos none only): every training question validates
-    pool, valset = ([], list(trainset)) if set(demos) == {"none"} else hold_out(trainset, share)
-    grid = knob_grid(cls, lm, fixed)
-    defaults = cls.knob_defaults()
-    for name, checked in searched.items():
-        # the defaults' point stays on the grid: the trial a compile must beat
-        grid[name] = ([defaults[name]] if defaults[name] not in checked else []) + checked
-    points = grid_points(grid, list(demos), defaults, seed)
-    study = study or joint_study()
-    # a trial left running by a killed compile (SIGKILL, a lost machine) is failed, so its point
-    # is tried again and the recipe lists it as failed (one compile per study at a time)
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-    tried = [
-        {**t.params}
-        for t in study.get_trials(deepcopy=False)
-        if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    ]
-    spent = sum(t.user_attrs.get("calls", 0) for t in study.get_trials(deepcopy=False))
-    cache: dict[tuple, dspy.Module] = {}
+def choose(
+    candidates: Sequence[Candidate],
+    origin: dict[str, Any],
+    grid: dict[str, list],
+    demos: Sequence[str],
+    alpha: float,
+    ties: str,
+) -> tuple[Candidate, dict[str, Any]]:
+    """The trial a joint compile takes among the complete ``candidates``, and its test against
+    the defaults' trial (the one at ``origin``; ``{}`` where none completed): the best score
+    (fewer tokens among equals), unless it does not beat the defaults at ``alpha`` (the defaults
+    stay), or, with ``ties="nearest"``, the tie nearest the defaults (``nearest_tie``)."""
+    best = max(candidates, key=lambda c: (c.score, -c.tokens))
+    default = next((c for c in candidates if c.point == origin), None)
+    if default is None:
+        return best, {}
+    compared = versus_defaults(best, default, alpha)
+    if compared["kept_defaults"]:
+        return default, compared
+    if ties != "nearest":
+        return best, compared
+    chosen, tied = nearest_tie(best, default, candidates, grid, demos, alpha)
+    # the test is reported for the trial taken (best_trial: the one compared with the
+    # defaults); top_trial is the highest score, and tied the trials not told apart from it
+    compared = {**versus_defaults(chosen, default, alpha), "ties": ties, "tied": tied}
+    compared["top_trial"] = best.number
+    return chosen, compared
 
-    def build(knobs: dict[str, Any], source: str) -> dspy.Module:
+
+def resume(study: optuna.Study) -> list[dict[str, Any]]:
+    """The grid points ``study`` has finished (not tried again). A trial left running by a
+    killed compile (SIGKILL, a lost machine) is failed first, so its point is tried again and
+    the recipe lists it as failed (one compile per study at a time)."""
+    for t in study.get_trials(deepcopy=False, states=(RUNNING,)):
+        study.tell(t.number, state=FAIL)
+    return [{**t.params} for t in study.get_trials(deepcopy=False) if t.state in (COMPLETE, PRUNED)]
+
+
+def spent_on(study: optuna.Study) -> int:
+    """The model calls ``study``'s trials spent (an earlier run's, resumed)."""
+    return sum(model_calls(t.user_attrs.get("aggregate") or {}) for t in study.get_trials())
+
+
+class JointCompile(Teleprompter):
+    """Search a program's knobs and demonstration sources together (module docstring).
+
+    ``compile(student, trainset=...)`` holds the knobs ``student`` was built with
+    (``held_knobs``) and searches the others on held-out training questions; it returns the
+    program of the trial taken (``self.result``: the trials and the test against the
+    defaults). ``budget`` is the ``CallBudget`` the trials spend (default: one of
+    ``settings.budget`` calls, checked between trials; the strategy race gives each survivor a
+    share checked before each chunk, which stops the trial it does not cover and the search).
+    ``on_chunk`` is told of each chunk scored (trial, point, questions and running score so
+    far). Run under ``dspy.context(lm=lm)``."""
+
+    def __init__(
+        self,
+        settings: JointSettings | None = None,
+        *,
+        lm: Any = None,
+        metric: str = "f1",
+        teacher_lm: Any = None,
+        seed: int = 0,
+        budget: CallBudget | None = None,
+        study: optuna.Study | None = None,
+        progress: bool = True,
+        on_chunk: Callable[[dict[str, Any]], None] | None = None,
+    ):
+        super().__init__()
+        self.settings = settings or JointSettings()
+        self.lm, self.metric, self.teacher_lm, self.seed = lm, metric, teacher_lm, seed
+        self.budget = budget or CallBudget(self.settings.budget, checked="trial")
+        self.study, self.progress, self.on_chunk = study, progress, on_chunk
+        self.result: JointResult | None = None
+
+    def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
+        """The program of the trial taken (``valset`` is not used: trials score held-out
+        training questions, so dev stays unseen)."""
+        search = _Search.open(self, student, trainset)
+        search.run()
+        self.result = search.result()
+        return self.result.program
+
+
+@dataclass
+class _Search:
+    """One joint compile under way: the program class and what it holds, the grid points in
+    the order tried, the questions (demonstrations from ``pool``, scores on ``valset``), the
+    study and the points it finished."""
+
+    tele: JointCompile
+    cls: type
+    retriever: Any
+    fixed: dict[str, Any]
+    grid: dict[str, list]
+    points: list[dict[str, Any]]
+    pool: list[dspy.Example]
+    valset: list[dspy.Example]
+    study: optuna.Study
+    tried: list[dict[str, Any]] = field(default_factory=list)
+    built: dict[tuple, dspy.Module] = field(default_factory=dict)
+    out_of_calls: bool = False  # the budget stopped a trial midway: the search stops
+    untried: int = 0
+
+    @classmethod
+    def open(cls, tele: JointCompile, student: dspy.Module, trainset: Sequence) -> _Search:
+        s, program = tele.settings, type(student)
+        fixed = held_knobs(student)
+        searched = check_search(program.name, fixed, dict(s.grid), s.demos)
+        s.check()
+        demos = list(s.demos)
+        pool, valset = (
+            ([], list(trainset)) if set(demos) == {"none"} else hold_out(trainset, s.share)
+        )
+        grid = knob_grid(program, tele.lm, fixed)
+        defaults = program.knob_defaults()
+        for name, checked in searched.items():
+            # the defaults' point stays on the grid: the trial a compile must beat
+            grid[name] = ([defaults[name]] if defaults[name] not in checked else []) + checked
+        study = tele.study or joint_study()
+        tried = resume(study)
+        tele.budget.charge(program.name, [], extra=spent_on(study))
+        points = grid_points(grid, demos, defaults, tele.seed)
+        return cls(
+            tele, program, student.retriever, fixed, grid, points, pool, valset, study, tried
+        )
+
+    @property
+    def name(self) -> str:
+        return self.cls.name
+
+    def build(self, knobs: dict[str, Any], source: str) -> dspy.Module:
+        """The program at ``knobs`` with demonstrations from ``source`` (built once)."""
         key = (tuple(sorted(knobs.items(), key=lambda kv: kv[0])), source)
-        if key not in cache:
-            program = cls(retriever, lm=lm, **knobs)
+        if key not in self.built:
+            tele = self.tele
+            program = self.cls(self.retriever, lm=tele.lm, **knobs)
+            per_step = tele.settings.per_step
             if source == "annotations":
-                program = teach(program, pool, per_step, seed)
+                teacher = AnnotationTeacher(AnnotationSettings(per_step), seed=tele.seed)
+                program = teacher.compile(program, trainset=self.pool)
             elif source == "bootstrap":
                 settings = {"max_bootstrapped_demos": per_step, "max_labeled_demos": 0}
                 program = compile_program(
-                    program, pool, teacher_lm=teacher_lm, seed=seed, settings=settings
+                    program,
+                    self.pool,
+                    teacher_lm=tele.teacher_lm,
+                    seed=tele.seed,
+                    settings=settings,
                 )
-            cache[key] = program
-        return cache[key]
+            self.built[key] = program
+        return self.built[key]
 
-    def objective(trial: optuna.Trial) -> float:
-        params = {n: trial.suggest_categorical(n, grid[n]) for n in grid}
-        source = trial.suggest_categorical("demos", list(demos))
-        knobs = {**fixed, **params}
+    def run(self) -> None:
+        """Each grid point not finished yet, in order, while the budget opens a trial."""
+        first_chunk = min(self.tele.settings.chunk, len(self.valset))
+        for point in self.points:
+            if point in self.tried:
+                continue
+            # the budget's share cannot cover the first chunk: no trial is opened (a resumed
+            # race would otherwise open an empty one where the first run had stopped)
+            if self.out_of_calls or not self.tele.budget.opens(self.name, first_chunk):
+                self.untried += 1
+                continue
+            self.study.enqueue_trial(point)
+            self.study.optimize(self.objective, n_trials=1, catch=(), show_progress_bar=False)
+            if self.tele.progress:
+                self.print_trial(point)
+
+    def print_trial(self, point: dict[str, Any]) -> None:
+        row = trial_rows(self.study)[-1]
+        print(
+            f"trial {row['trial']}: {point} -> {row['state']} {self.tele.metric} "
+            f"{row['score'] or 0:.3f} on {row['n']} ({self.tele.budget.spent} calls so far)",
+            flush=True,
+        )
+
+    def objective(self, trial: optuna.Trial) -> float:
+        """One grid point scored on the validation fold, a chunk at a time: each question a
+        step Optuna's pruner reads, stopped where it trails (from the third chunk on, while a
+        whole chunk is left), where a chunk is not covered by the budget, or where the
+        model's replies fit no field."""
+        params = {n: trial.suggest_categorical(n, self.grid[n]) for n in self.grid}
+        source = trial.suggest_categorical("demos", list(self.tele.settings.demos))
+        knobs = {**self.fixed, **params}
         trial.set_user_attr("knobs", knobs)
-        program = build(knobs, source)
+        program = self.build(knobs, source)
+        chunk, metric = self.tele.settings.chunk, self.tele.metric
         rows: list[dict[str, Any]] = []
         try:
-            for step, start in enumerate(range(0, len(valset), chunk)):
-                size = min(chunk, len(valset) - start)
-                if calls is not None and calls.affordable(program_name, size) < size:
-                    out_of_calls.append(trial.number)
-                    trial.set_user_attr("stopped", "out of budget")
-                    raise optuna.TrialPruned()
-                result = evaluate(program, valset[start : start + chunk], progress=False)
-                if calls is not None:
-                    calls.charge(program_name, result.rows)
-                if result.errors:
-                    first = next(iter(result.errors.values()))
-                    message = f"{len(result.errors)} question(s) failed (first: {first})"
-                    if all(isinstance(e, AdapterParseError) for e in result.raised.values()):
-                        # the model's replies at this point fit no field: the point fails
-                        # (recorded, not tried again) and the search goes on; Optuna's state
-                        # is PRUNED, as it is for any trial that stopped without a score
-                        trial.set_user_attr("stopped", "failed")
-                        trial.set_user_attr("failed", message)
-                        raise optuna.TrialPruned()
-                    raise RuntimeError(message)  # a model error: the compile stops (resumable)
-                for offset, row in enumerate(result.rows):  # each question its own step
-                    trial.report(float(row["scores"][metric] or 0.0), start + offset)
-                rows += result.rows
-                # kept as each chunk ends: a process killed mid-trial (no finally) still leaves
-                # what its questions cost, which a resumed race charges to its budget
-                stored = _stored_aggregate(rows)
-                partial = float(stored[metric] or 0.0)
-                trial.set_user_attr("partial", partial)
-                trial.set_user_attr("aggregate", stored)
-                if on_chunk is not None:
-                    point = {**params, "demos": source}
-                    on_chunk(
-                        {"trial": trial.number, "point": point, "n": len(rows), "score": partial}
-                    )
+            for step, start in enumerate(range(0, len(self.valset), chunk)):
+                self.score_chunk(trial, program, start, rows, {**params, "demos": source})
                 # raced from the third chunk on (10 questions are noise) and only while a
                 # whole chunk is left: near the end it would save a few calls and drop a
                 # finished score from the candidates
-                left = len(valset) - start - chunk
+                left = len(self.valset) - start - chunk
                 if step >= 2 and left >= chunk and trial.should_prune():
                     raise optuna.TrialPruned()
         finally:
@@ -472,60 +519,68 @@ def joint_compile(
             trial.set_user_attr("aggregate", agg)
         return float(agg[metric] or 0.0)
 
-    untried = 0
-    out_of_calls: list[int] = []  # the trial the race's budget stopped
-    for point in points:
-        if point in tried:
-            continue
-        first_chunk = min(chunk, len(valset))
-        if (
-            out_of_calls
-            or (budget is not None and spent >= budget)
-            # the race's share cannot cover the first chunk: no trial is opened (a resumed
-            # race would otherwise open an empty one where the first run had stopped)
-            or (calls is not None and calls.affordable(program_name, first_chunk) < first_chunk)
-        ):
-            untried += 1
-            continue
-        study.enqueue_trial(point)
-        study.optimize(objective, n_trials=1, catch=(), show_progress_bar=False)
-        last = study.trials[-1]
-        spent += last.user_attrs.get("calls", 0)
-        if progress:
-            row = trial_rows(study)[-1]
-            print(
-                f"trial {row['trial']}: {point} -> {row['state']} "
-                f"{metric} {row['score'] or 0:.3f} on {row['n']} ({spent} calls so far)",
-                flush=True,
+    def score_chunk(
+        self,
+        trial: optuna.Trial,
+        program: dspy.Module,
+        start: int,
+        rows: list[dict[str, Any]],
+        point: dict[str, Any],
+    ) -> None:
+        """The chunk of validation questions from ``start`` scored into ``rows``."""
+        questions = self.valset[start : start + self.tele.settings.chunk]
+        if not self.tele.budget.covers(self.name, len(questions)):
+            self.out_of_calls = True
+            trial.set_user_attr("stopped", "out of budget")
+            raise optuna.TrialPruned()
+        result = evaluate(program, questions, progress=False)
+        self.tele.budget.charge(self.name, result.rows)
+        if result.errors:
+            _stop_failed(trial, result)
+        metric = self.tele.metric
+        for offset, row in enumerate(result.rows):  # each question its own step
+            trial.report(float(row["scores"][metric] or 0.0), start + offset)
+        rows += result.rows
+        # kept as each chunk ends: a process killed mid-trial (no finally) still leaves
+        # what its questions cost, which a resumed race charges to its budget
+        stored = _stored_aggregate(rows)
+        partial = float(stored[metric] or 0.0)
+        trial.set_user_attr("partial", partial)
+        trial.set_user_attr("aggregate", stored)
+        if self.tele.on_chunk is not None:
+            self.tele.on_chunk(
+                {"trial": trial.number, "point": point, "n": len(rows), "score": partial}
             )
-    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not done:
-        raise InputError("the joint compile completed no trial (budget too small?)")
-    candidates = [Candidate.of(t) for t in done]
-    best = max(candidates, key=lambda c: (c.score, -c.tokens))
-    default = next((c for c in candidates if c.point == points[0]), None)
-    compared = versus_defaults(best, default, alpha) if default is not None else {}
-    if compared.get("kept_defaults"):
-        best = default
-    elif compared and ties == "nearest":
-        chosen, tied = nearest_tie(best, default, candidates, grid, demos, alpha)
-        # the test is reported for the trial taken (best_trial: the one compared with the
-        # defaults); top_trial is the highest score, and tied the trials not told apart from it
-        compared = {**versus_defaults(chosen, default, alpha), "ties": ties, "tied": tied}
-        compared["top_trial"] = best.number
-        best = chosen
-    taken = next(t for t in done if t.number == best.number)
-    knobs, source = taken.user_attrs["knobs"], taken.params["demos"]
-    return JointResult(
-        knobs,
-        source,
-        build(knobs, source),
-        study,
-        trial_rows(study),
-        compared,
-        untried,
-        best.number,
-    )
+
+    def result(self) -> JointResult:
+        """The trial taken (``choose``) and the search's record."""
+        done = self.study.get_trials(deepcopy=False, states=(COMPLETE,))
+        if not done:
+            raise InputError("the joint compile completed no trial (budget too small?)")
+        s = self.tele.settings
+        candidates = [Candidate.of(t) for t in done]
+        best, compared = choose(candidates, self.points[0], self.grid, s.demos, s.alpha, s.ties)
+        taken = next(t for t in done if t.number == best.number)
+        knobs, source = taken.user_attrs["knobs"], taken.params["demos"]
+        program = self.build(knobs, source)
+        rows = trial_rows(self.study)
+        return JointResult(
+            knobs, source, program, self.study, rows, compared, self.untried, best.number
+        )
+
+
+def _stop_failed(trial: optuna.Trial, result: EvalResult) -> None:
+    """A chunk whose questions failed: where the model's replies at this point fit no field,
+    the point fails (recorded, not tried again) and the search goes on; Optuna's state is
+    PRUNED, as it is for any trial that stopped without a score. Any other error (a model
+    error) stops the compile (resumable)."""
+    first = next(iter(result.errors.values()))
+    message = f"{len(result.errors)} question(s) failed (first: {first})"
+    if all(isinstance(e, AdapterParseError) for e in result.raised.values()):
+        trial.set_user_attr("stopped", "failed")
+        trial.set_user_attr("failed", message)
+        raise optuna.TrialPruned()
+    raise RuntimeError(message)
 
 
 def versus_defaults_line(versus: dict[str, Any] | None) -> str | None:

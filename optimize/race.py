@@ -1,6 +1,7 @@
 """The strategy race (``netcast compile --program auto``): which strategy, with which knobs and
 demonstrations, is best for this data and this model, found on held-out training questions
-(never dev) within a budget of model calls, and handed back compiled.
+(never dev) within a budget of model calls, and handed back compiled. ``StrategyRace`` is the
+teleprompter (its student: the candidate programs), configured by ``RaceSettings``.
 
 1. Rungs, cheap and wide: every strategy at its defaults on the first ``first`` validation
    questions. A strategy that trails the leader (the best mean) by the paired sign-flip test at
@@ -31,36 +32,38 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import dspy
 import optuna
+from dspy.teleprompt import Teleprompter
 
 from netcast.errors import InputError, one_line
 from netcast.evaluation.evaluate import aggregate, evaluate
 from netcast.evaluation.runlog import RunLog
 from netcast.evaluation.stats import paired
 from netcast.files import short_hash
+from netcast.optimize.budget import CallBudget
 from netcast.optimize.compile import hold_out
 from netcast.optimize.joint import (
-    CallBudget,
+    JointCompile,
     check_search,
-    joint_compile,
+    held_knobs,
     joint_study,
     model_calls,
     state_cell,
     trial_rows,
 )
+from netcast.optimize.settings import RaceSettings
 from netcast.programs import get_program, program_names
 from netcast.programs import knobs as knobs_mod
 from netcast.programs.base import NetcastProgram
 
 AUTO = "auto"
-FIRST = 10  # questions of the first rung
-DROP_P = 0.05  # a strategy trailing the leader at this p leaves the race
 CHUNK = 5  # questions scored between budget checks on a rung
 ETA = 2  # successive halving: the better 1/ETA of a rung (and the cheapest) go on
 RUNG_SHARE = 0.5  # the rungs stop doubling once they have spent this share of the budget
@@ -139,6 +142,8 @@ class RaceResult:
     spent: int
     budget: int | None
     complete: bool = True  # nothing was cut short by the budget
+    held: dict[str, Any] = field(default_factory=dict)  # the knobs the winner held
+    seconds: float = 0.0  # the race's wall time
 
 
 def _summary(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
@@ -153,106 +158,207 @@ def _summary(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
     }
 
 
+def candidates(
+    spec: str | Sequence[str], retriever: Any, fixed: dict[str, Any] | None = None, lm: Any = None
+) -> dict[str, NetcastProgram]:
+    """A race's student: the programs ``spec`` names (``race_programs``), each built with the
+    knobs of ``fixed`` (``--set``) it declares (``shared_knobs``), which it holds throughout."""
+    names = race_programs(spec)
+    held = shared_knobs(names, dict(fixed or {}))
+    return {n: get_program(n)(retriever, lm=lm, **held[n]) for n in names}
+
+
 def check_race(
     names: Sequence[str],
     fixed: dict[str, Any],
     demos: Sequence[str],
     budget: int | None,
-    first: int = FIRST,
+    first: int = RaceSettings.first,
 ) -> dict[str, dict[str, Any]]:
     """A race's knobs (``shared_knobs``), demonstration sources and budget checked before any
     model call; the knobs each program holds."""
     held = shared_knobs(names, fixed)
-    for n in names:
-        check_search(n, held[n], None, demo_sources(n, demos))
-    if budget is not None and budget < len(names) * first:
-        raise InputError(
-            f"--budget {budget} is too small for the race's first rung: {len(names)} programs x "
-            f"{first} questions need at least {len(names) * first} model calls"
-        )
+    check_lanes(held, demos, budget, first)
     return held
 
 
-def race(
-    programs: Sequence[str],
-    retriever: Any,
-    trainset: Sequence[dspy.Example],
-    *,
-    lm: Any,
-    fixed: dict[str, Any] | None = None,
-    demos: Sequence[str] = ("none", "annotations"),
-    budget: int | None = None,
-    metric: str = "f1",
-    first: int = FIRST,
-    drop_p: float = DROP_P,
-    alpha: float = 0.1,
-    share: float = 0.6,
-    ties: str = "nearest",
-    teacher_lm: Any = None,
-    seed: int = 0,
-    workdir: str | Path | None = None,
-    report: Callable[[str, dict[str, Any]], None] | None = None,
-) -> RaceResult:
-    """Race ``programs`` on ``trainset`` (module docstring). ``workdir`` keeps what was scored
-    (rung rows, joint trials) so a rerun resumes; ``report(event, state)`` is told of each
-    step (for a live display). Run under ``dspy.context(lm=lm)``."""
-    names = list(programs)
-    _, valset = ([], list(trainset)) if set(demos) == {"none"} else hold_out(trainset, share)
-    if not valset:
-        raise InputError("the race has no validation questions (give more training questions)")
-    first = max(1, min(first, len(valset)))
-    held = check_race(names, dict(fixed or {}), demos, budget, first)
-    work = Path(workdir) if workdir else None
-    runners = {n: Runner(n) for n in names}
-    calls = CallBudget(budget)
-    storage = f"sqlite:///{work / 'trials.db'}" if work else None
-    if work:
-        work.mkdir(parents=True, exist_ok=True)
-    tell = report or (lambda event, state: None)
+def check_lanes(
+    held: Mapping[str, dict[str, Any]], demos: Sequence[str], budget: int | None, first: int
+) -> None:
+    """Each strategy's demonstration sources with the knobs it holds, and a budget that must
+    cover the first rung, checked before any model call."""
+    for n, knobs in held.items():
+        check_search(n, knobs, None, demo_sources(n, demos))
+    if budget is not None and budget < len(held) * first:
+        raise InputError(
+            f"--budget {budget} is too small for the race's first rung: {len(held)} programs x "
+            f"{first} questions need at least {len(held) * first} model calls"
+        )
 
-    def study_name(n: str) -> str:
-        return f"joint-{n}-{short_hash({'knobs': held[n], 'demos': list(demos), 'seed': seed})}"
 
-    def state() -> dict[str, Any]:
-        return {"runners": runners, "spent": calls.spent, "budget": budget, "metric": metric}
+class StrategyRace(Teleprompter):
+    """Race candidate programs on training questions (module docstring).
 
-    # calls an earlier run of this race spent on joint trials (reused, not redone): charged to
-    # each strategy's own share of the deep stage, so that a resumed race gives every
-    # survivor the share an uninterrupted one would have
-    prior: dict[str, int] = {}
-    if work and (work / "trials.db").exists():
-        for n in names:
+    ``compile(student, trainset=...)``: ``student`` maps each strategy's name to its program
+    (``candidates``; a sequence of programs is keyed by their names), each holding the knobs it
+    was built with (``optimize.joint.held_knobs``). Returns the winner compiled
+    (``self.result``: the race's table and choice). ``workdir`` keeps what was scored (rung
+    rows, joint trials) so a rerun resumes; ``report(event, state)`` is told of each step (for
+    a live display). Run under ``dspy.context(lm=lm)``."""
+
+    def __init__(
+        self,
+        settings: RaceSettings | None = None,
+        *,
+        lm: Any = None,
+        metric: str = "f1",
+        teacher_lm: Any = None,
+        seed: int = 0,
+        workdir: str | Path | None = None,
+        report: Callable[[str, dict[str, Any]], None] | None = None,
+    ):
+        super().__init__()
+        self.settings = settings or RaceSettings()
+        self.lm, self.metric, self.teacher_lm, self.seed = lm, metric, teacher_lm, seed
+        self.workdir = Path(workdir) if workdir else None
+        self.report = report or (lambda event, state: None)
+        self.result: RaceResult | None = None
+
+    def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
+        """The winner, compiled (``valset`` is not used: the race scores held-out training
+        questions, so dev stays unseen)."""
+        start = time.perf_counter()
+        race = _Race.open(self, student, trainset)
+        race.rungs()
+        race.depth(trainset)
+        self.result = race.finish(time.perf_counter() - start)
+        return self.result.program
+
+
+@dataclass
+class _Race:
+    """A race under way: the candidates and the knobs they hold, the validation fold, the
+    runners, the budget, and the calls an earlier run of it spent on joint trials."""
+
+    tele: StrategyRace
+    built: dict[str, dspy.Module]
+    held: dict[str, dict[str, Any]]
+    valset: list[dspy.Example]
+    first: int
+    runners: dict[str, Runner]
+    calls: CallBudget
+    prior: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, tele: StrategyRace, student: Any, trainset: Sequence) -> _Race:
+        built = dict(student) if isinstance(student, Mapping) else {p.name: p for p in student}
+        if len(built) < 2:
+            raise InputError("a race needs at least two different programs (or --program auto)")
+        s = tele.settings
+        _, valset = (
+            ([], list(trainset)) if set(s.demos) == {"none"} else hold_out(trainset, s.share)
+        )
+        if not valset:
+            raise InputError("the race has no validation questions (give more training questions)")
+        first = max(1, min(s.first, len(valset)))
+        held = {n: held_knobs(p) for n, p in built.items()}
+        check_lanes(held, s.demos, s.budget, first)
+        if tele.workdir:
+            tele.workdir.mkdir(parents=True, exist_ok=True)
+        runners = {n: Runner(n) for n in built}
+        race = cls(tele, built, held, valset, first, runners, CallBudget(s.budget))
+        race.prior = race.earlier_trials()
+        race.take_saved_rows()
+        return race
+
+    @property
+    def storage(self) -> str | None:
+        work = self.tele.workdir
+        return f"sqlite:///{work / 'trials.db'}" if work else None
+
+    def study_name(self, n: str) -> str:
+        s = self.tele.settings
+        key = {"knobs": self.held[n], "demos": list(s.demos), "seed": self.tele.seed}
+        return f"joint-{n}-{short_hash(key)}"
+
+    def state(self) -> dict[str, Any]:
+        s, metric = self.tele.settings, self.tele.metric
+        return {
+            "runners": self.runners,
+            "spent": self.calls.spent,
+            "budget": s.budget,
+            "metric": metric,
+        }
+
+    def tell(self, event: str, state: dict[str, Any]) -> None:
+        self.tele.report(event, state)
+
+    def alive(self) -> list[Runner]:
+        return [r for r in self.runners.values() if r.state == "running"]
+
+    def earlier_trials(self) -> dict[str, int]:
+        """Calls an earlier run of this race spent on joint trials (reused, not redone): each
+        strategy's joint compile charges its own to its share of the deep stage, so that a
+        resumed race gives every survivor the share an uninterrupted one would have."""
+        work = self.tele.workdir
+        if not work or not (work / "trials.db").exists():
+            return {}
+        prior = {}
+        for n in self.built:
             try:
-                old = optuna.load_study(study_name=study_name(n), storage=storage)
+                old = optuna.load_study(study_name=self.study_name(n), storage=self.storage)
             except KeyError:
                 continue
             trials = old.get_trials(deepcopy=False)
             prior[n] = sum(model_calls(t.user_attrs.get("aggregate") or {}) for t in trials)
+        return prior
 
-    # 1. rungs: every strategy at its defaults, the trailing ones dropped
-    built = {n: get_program(n)(retriever, lm=lm, **held[n]) for n in names}
-    if work:  # rows an earlier run of this race scored (and paid for) are taken, not redone
-        for n, runner in runners.items():
+    def take_saved_rows(self) -> None:
+        """Rows an earlier run of this race scored (and paid for) are taken, not redone."""
+        work = self.tele.workdir
+        if not work:
+            return
+        for n, runner in self.runners.items():
             if (work / n / "run.json").exists():
-                runner.saved = RunLog(work / n, _run_info(n, built[n], lm)).rows
-                calls.charge(n, list(runner.saved.values()))
+                runner.saved = RunLog(work / n, _run_info(n, self.built[n], self.tele.lm)).rows
+                self.calls.charge(n, list(runner.saved.values()))
 
-    def chunk(runner: Runner) -> Callable[[], None]:  # a live line per chunk of a rung
-        return lambda: tell("chunk", {**state(), "program": runner.name})
+    def score(self, runner: Runner, questions: Sequence[dspy.Example]) -> None:
+        def chunk() -> None:  # a live line per chunk of a rung
+            self.tell("chunk", {**self.state(), "program": runner.name})
 
-    # each strategy's first question scored before any other: its calls a question are unknown
-    # until then, and every later chunk is admitted at the most one of its questions took
-    for runner in runners.values():
-        _score_rung(runner, built[runner.name], valset[:1], calls, work, lm, chunk(runner))
-    n_questions = first
-    while True:
-        questions = valset[:n_questions]
-        for runner in [r for r in runners.values() if r.state == "running"]:
-            _score_rung(runner, built[runner.name], questions, calls, work, lm, chunk(runner))
-            tell("scored", state())
-        alive = [r for r in runners.values() if r.state == "running"]
-        if not alive:
-            break
+        work, lm = self.tele.workdir, self.tele.lm
+        _score_rung(runner, self.built[runner.name], questions, self.calls, work, lm, chunk)
+
+    def rungs(self) -> None:
+        """Every strategy at its defaults, the trailing ones dropped, the rest halved, on
+        twice the questions each rung (module docstring, 1)."""
+        # each strategy's first question scored before any other: its calls a question are
+        # unknown until then, and every later chunk is admitted at the most one of its took
+        for runner in self.runners.values():
+            self.score(runner, self.valset[:1])
+        n_questions = self.first
+        while True:
+            questions = self.valset[:n_questions]
+            for runner in self.alive():
+                self.score(runner, questions)
+                self.tell("scored", self.state())
+            if not self.alive():
+                break
+            leader = self.drop_trailing(self.alive())
+            last = self.last_rung(n_questions)
+            # successive halving: the better half goes on, and the cheapest of all; after the
+            # last rung too, so that the deep stage's shares go to the best few, not to all
+            _halve(self.alive(), self.tele.metric, len(questions))
+            self.tell("rung", {**self.state(), "questions": len(questions), "leader": leader.name})
+            if len(self.alive()) <= 1 or last:
+                break
+            n_questions = min(2 * n_questions, len(self.valset))
+
+    def drop_trailing(self, alive: list[Runner]) -> Runner:
+        """Drop the strategies the paired test says trail the leader at ``drop_p``; the
+        leader."""
+        metric, drop_p = self.tele.metric, self.tele.settings.drop_p
         leader = max(alive, key=lambda r: _mean(r.scores(metric)))
         for r in alive:
             if r is leader:
@@ -264,80 +370,117 @@ def race(
                     f"trails {leader.name} by {-test.diff:.3f} on {test.n} questions "
                     f"(p = {test.p:.3g})"
                 )
-        alive = [r for r in runners.values() if r.state == "running"]
-        # the rungs' own calls (a resumed race's ``calls.spent`` also holds the rows and
-        # trials of later stages, which must not end the rungs earlier than the first run did)
-        rung_calls = sum(CallBudget.cost(row) for r in runners.values() for row in r.rows)
-        last = n_questions >= len(valset) or (
-            budget is not None and rung_calls >= RUNG_SHARE * budget
+        return leader
+
+    def last_rung(self, n_questions: int) -> bool:
+        """Whether the rung of ``n_questions`` is the last: the fold is scored, or the rungs'
+        own calls have reached their share of the budget (a resumed race's ``calls.spent``
+        also holds the rows and trials of later stages, which must not end the rungs earlier
+        than the first run did)."""
+        budget = self.tele.settings.budget
+        rung_calls = sum(CallBudget.cost(row) for r in self.runners.values() for row in r.rows)
+        scored = n_questions >= len(self.valset)
+        return scored or (budget is not None and rung_calls >= RUNG_SHARE * budget)
+
+    def depth(self, trainset: Sequence[dspy.Example]) -> None:
+        """Each survivor's joint compile, the leader first, an equal share of what is left."""
+        metric, budget = self.tele.metric, self.tele.settings.budget
+        alive = sorted(self.alive(), key=lambda r: -_mean(r.scores(metric)))
+        for i, runner in enumerate(alive):
+            share = None if budget is None else (budget - self.calls.spent) // (len(alive) - i)
+            if share is not None and share <= 0:
+                break
+            self.deepen(runner, self.calls.lane(share), trainset)
+        for n, spent in self.prior.items():  # trials of strategies this run gave no share (none,
+            self.calls.charge(n, [], extra=spent)  # if the earlier run was this race): spent
+
+    def deepen(self, runner: Runner, lane: CallBudget, trainset: Sequence[dspy.Example]) -> None:
+        """``runner``'s joint compile within ``lane``; a failing one is recorded, never fatal."""
+        tele, name = self.tele, runner.name
+        self.prior.pop(name, None)  # its joint compile charges its earlier trials to ``lane``
+
+        def chunk_scored(trial: dict[str, Any]) -> None:
+            live = {**self.state(), "spent": self.calls.spent + lane.spent}
+            self.tell("trial", {**live, "program": name, "trial": trial})
+
+        study = joint_study(self.storage, self.study_name(name))
+        joint = JointCompile(
+            tele.settings.joint(tuple(demo_sources(name, tele.settings.demos))),
+            lm=tele.lm,
+            metric=tele.metric,
+            teacher_lm=tele.teacher_lm,
+            seed=tele.seed,
+            budget=lane,
+            study=study,
+            progress=False,
+            on_chunk=chunk_scored,
         )
-        # successive halving: the better half goes on, and the cheapest of all; after the
-        # last rung too, so that the deep stage's shares go to the best few, not to all
-        _halve(alive, metric, len(questions))
-        tell("rung", {**state(), "questions": len(questions), "leader": leader.name})
-        alive = [r for r in runners.values() if r.state == "running"]
-        if len(alive) <= 1 or last:
-            break
-        n_questions = min(2 * n_questions, len(valset))
-
-    # 2. depth: each survivor's joint compile, the leader first, an equal share of what is left
-    alive = sorted(
-        (r for r in runners.values() if r.state == "running"),
-        key=lambda r: -_mean(r.scores(metric)),
-    )
-    for i, runner in enumerate(alive):
-        share_of = None if budget is None else (budget - calls.spent) // (len(alive) - i)
-        if share_of is not None and share_of <= 0:
-            break
-        lane = calls.lane(share_of)
-        lane.charge(runner.name, [], extra=prior.pop(runner.name, 0))
-
-        def chunk_scored(trial: dict[str, Any], name: str = runner.name, lane=lane) -> None:
-            live = {**state(), "spent": calls.spent + lane.spent}
-            tell("trial", {**live, "program": name, "trial": trial})
-
-        study = joint_study(storage, study_name(runner.name))
         try:
-            runner.joint = joint_compile(
-                runner.name,
-                retriever,
-                trainset,
-                lm=lm,
-                fixed=held[runner.name],
-                demos=demo_sources(runner.name, demos),
-                metric=metric,
-                share=share,
-                alpha=alpha,
-                ties=ties,
-                teacher_lm=teacher_lm,
-                seed=seed,
-                study=study,
-                progress=False,
-                calls=lane,
-                on_chunk=chunk_scored,
-            )
+            joint.compile(self.built[name], trainset=trainset)
+            runner.joint = joint.result
         except InputError as err:  # no trial completed within its share
             runner.reason = str(err)
         except Exception as err:  # a failing strategy is recorded and left out, never fatal
             runner.state, runner.reason = "failed", one_line(err)
         finally:
-            calls.absorb(lane)
+            self.calls.absorb(lane)
             runner.trials = trial_rows(study)  # with no trial complete too: what it spent
-        tell("deep", state())
+        self.tell("deep", self.state())
 
-    for n, spent in prior.items():  # trials of strategies this run gave no share (none, if
-        calls.charge(n, [], extra=spent)  # the earlier run was this race): still spent
-    # 3. choice: the best validation score; among those it cannot be told from, the cheapest
-    finalists = []
-    for runner in runners.values():  # the budget may have stopped some on a rung: judged there
-        if runner.state not in ("running", "out of budget"):
-            continue
-        runner.choice = _choice(runner, metric)
-        if runner.choice["scores"]:
-            runner.state = "finished" if runner.state == "running" else runner.state
-            finalists.append(runner)
-    if not finalists:
-        raise InputError("no strategy finished the race: " + _reasons(runners))
+    def finalists(self) -> list[Runner]:
+        """The strategies judged: finished, or stopped by the budget on a rung (judged on the
+        questions they scored)."""
+        finalists = []
+        for runner in self.runners.values():
+            if runner.state not in ("running", "out of budget"):
+                continue
+            runner.choice = _choice(runner, self.tele.metric)
+            if runner.choice["scores"]:
+                runner.state = "finished" if runner.state == "running" else runner.state
+                finalists.append(runner)
+        if not finalists:
+            raise InputError("no strategy finished the race: " + _reasons(self.runners))
+        return finalists
+
+    def finish(self, seconds: float) -> RaceResult:
+        """The choice (module docstring, 3), the race's table, and the winner compiled."""
+        s, metric = self.tele.settings, self.tele.metric
+        finalists = self.finalists()
+        winner, choice = pick_winner(finalists, s.alpha, s.drop_p, len(self.valset))
+        if gate := _gate(winner):
+            choice["versus_defaults"] = gate
+        if winner.joint is not None:
+            program, knobs, source = winner.joint.program, winner.joint.knobs, winner.joint.demos
+        else:
+            program = self.built[winner.name]
+            knobs, source = program.knobs.model_dump(), "none"
+        complete = all(r.state == "finished" for r in finalists) and all(
+            r.joint is not None and not r.joint.untried for r in finalists
+        )
+        self.tell("done", {**self.state(), "choice": choice})
+        table = race_table(self.runners, metric)
+        if self.tele.workdir:
+            (self.tele.workdir / "race.json").write_text(json.dumps(table, indent=1))
+        return RaceResult(
+            winner.name,
+            knobs,
+            source,
+            program,
+            table,
+            choice,
+            self.calls.spent,
+            s.budget,
+            complete,
+            self.held[winner.name],
+            seconds,
+        )
+
+
+def pick_winner(
+    finalists: Sequence[Runner], alpha: float, drop_p: float, n: int
+) -> tuple[Runner, dict[str, Any]]:
+    """The best validation score; among the finalists it cannot be told from at ``alpha``, the
+    cheapest in tokens a question. The winner, and the choice as the recipe records it."""
     top = max(finalists, key=lambda r: (r.choice["score"], -r.choice["tokens"]))
     tied = [
         r
@@ -347,39 +490,15 @@ def race(
     ]
     winner = min(tied, key=lambda r: (r.choice["tokens"], -r.choice["score"]))
     test = paired(winner.choice["scores"], top.choice["scores"], interval=False)
-    choice = {
+    return winner, {
         "winner": winner.name,
         "top": top.name,
         "tied": sorted(r.name for r in tied),
         "versus_top": {"n": test.n, "diff": round(test.diff, 4), "p": round(test.p, 4)},
         "alpha": alpha,
         "drop_p": drop_p,
-        "validation_questions": len(valset),
+        "validation_questions": n,
     }
-    if gate := _gate(winner):
-        choice["versus_defaults"] = gate
-    if winner.joint is not None:
-        program, knobs, source = winner.joint.program, winner.joint.knobs, winner.joint.demos
-    else:
-        program = built[winner.name]
-        knobs, source = program.knobs.model_dump(), "none"
-    complete = all(r.state == "finished" for r in finalists) and all(
-        r.joint is not None and not r.joint.untried for r in finalists
-    )
-    tell("done", {**state(), "choice": choice})
-    if work:
-        (work / "race.json").write_text(json.dumps(race_table(runners, metric), indent=1))
-    return RaceResult(
-        winner.name,
-        knobs,
-        source,
-        program,
-        race_table(runners, metric),
-        choice,
-        calls.spent,
-        budget,
-        complete,
-    )
 
 
 def _halve(alive: list[Runner], metric: str, n: int) -> None:

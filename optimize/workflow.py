@@ -9,6 +9,7 @@ changes DSPy's global settings."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import time
 import warnings
@@ -28,35 +29,15 @@ from netcast.data import load_dataset
 from netcast.errors import InputError, ModelCallError
 from netcast.evaluation.evaluate import EvalResult, evaluate
 from netcast.files import short_hash, slug
-from netcast.inputs import check_compile_fold, check_split_overlap
+from netcast.formats import Recipe, recipe_of
+from netcast.inputs import check_split_overlap
 from netcast.models import decoding_info, make_lm, model_name, token_counter
 from netcast.models.factory import check_questions, preflight
 from netcast.optimize import tune as tuning
-from netcast.optimize.annotations import teach
-from netcast.optimize.compile import (
-    compile_program,
-    default_settings,
-    demo_report,
-    hold_out,
-    selection_sets,
-)
-from netcast.optimize.joint import (
-    JOINT_DEMOS,
-    check_search,
-    joint_compile,
-    joint_study,
-    knob_grid,
-)
-from netcast.optimize.race import (
-    DROP_P,
-    FIRST,
-    is_race,
-    race,
-    race_programs,
-    shared_knobs,
-)
-from netcast.optimize.race import check_race as check_race_settings
-from netcast.optimize.race import clear as clear_race
+from netcast.optimize.compile import compile_program, demo_report, hold_out
+from netcast.optimize.joint import knob_grid
+from netcast.optimize.race import is_race
+from netcast.optimize.registry import Setup, get_optimizer, optimizer_for
 from netcast.programs import get_program
 from netcast.session import (
     build_program,
@@ -67,6 +48,8 @@ from netcast.session import (
 )
 
 TEACHERS = ("model", "annotations")
+# the demonstration sources a search of them (the joint compile, the race) tries by default
+TEACHER_DEMOS = {"model": ["none", "bootstrap"], "annotations": ["none", "annotations"]}
 
 
 def _index_entry(index: str | Path | None) -> dict[str, str]:
@@ -140,19 +123,19 @@ def prepare(
 
 
 def prepare_recipe(
-    recipe: dict[str, Any], lm: Any, check: Callable[[Any, Any], None] | None = None
+    recipe: Recipe, lm: Any, check: Callable[[Any, Any], None] | None = None
 ) -> Splits:
     """``prepare`` for the dataset, splits, limits and retriever a recipe names."""
-    data = recipe["dataset"]
+    data = recipe.dataset
     return prepare(
-        data["name"],
+        data.name,
         lm,
-        train_split=data["train_split"],
-        dev_split=data["dev_split"],
-        train_limit=data.get("train_limit"),
-        dev_limit=data.get("dev_limit"),
-        index=recipe["retriever"].get("saved_index"),
-        retriever=recipe["retriever"]["kind"],
+        train_split=data.train_split,
+        dev_split=data.dev_split,
+        train_limit=data.train_limit,
+        dev_limit=data.dev_limit,
+        index=recipe.retriever.saved_index,
+        retriever=recipe.retriever.kind,
         check=check,
     )
 
@@ -245,24 +228,27 @@ def make_recipe(
     select_on: str = "dev",
     teacher: str = "model",
     index: str | Path | None = None,
-) -> dict[str, Any]:
-    """A compile's recipe. ``teacher`` is where demonstrations come from: ``model`` (the
-    model's, or ``teacher_model``'s, successful traces) or ``annotations`` (the training data's
-    own, ``optimize.annotations``). The ``joint`` optimizer searches the knobs not given in
-    ``knobs`` together with the demonstration sources its settings name."""
+) -> Recipe:
+    """A compile's recipe, its optimizer's settings filled in with their defaults
+    (``optimize.registry``). ``teacher`` is where demonstrations come from: ``model`` (the
+    model's, or ``teacher_model``'s, successful traces) or ``annotations`` (the training
+    data's own, ``optimize.annotations``). The ``joint`` optimizer searches the knobs not given
+    in ``knobs`` together with the demonstration sources its settings name; several programs
+    (or ``auto``) are raced, each with its joint search."""
     if teacher not in TEACHERS:
         raise InputError(f"unknown teacher {teacher!r}; choose one of {', '.join(TEACHERS)}")
-    if is_race(program):  # several programs (or auto): raced, each with its joint search
+    if is_race(program):
         optimizer = "race"
-    if teacher == "annotations" and optimizer not in ("bootstrap", "joint", "race"):
+    entry = get_optimizer(optimizer)
+    if teacher == "annotations" and not (optimizer == "bootstrap" or entry.searches):
         raise InputError(
             "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
             "only) or joint (searched with the knobs)"
         )
-    if optimizer in ("joint", "race"):
-        demos = ("none", "annotations") if teacher == "annotations" else ("none", "bootstrap")
-        optimizer_settings = {"demos": list(demos), **(optimizer_settings or {})}
-    return {
+    given = dict(optimizer_settings or {})
+    if entry.searches:
+        given = {"demos": TEACHER_DEMOS[teacher], **given}
+    recipe = {
         "program": program,
         "knobs": knobs,
         "retriever": {"kind": retriever, **_index_entry(index)},
@@ -274,59 +260,81 @@ def make_recipe(
             "dev_limit": dev_limit,
             "select_on": select_on,
         },
-        "optimizer": {
-            "name": optimizer,
-            "settings": {**default_settings(optimizer), **(optimizer_settings or {})},
-        },
+        "optimizer": {"name": optimizer, "settings": entry.read(given).to_dict()},
         "metric": metric,
         "model": {"name": model_name(model), "lm_kwargs": {}},
         "teacher_model": teacher_model,
         "teacher": teacher,
         "seed": seed,
     }
+    return recipe_of(recipe)
 
 
-def recorded_lm_kwargs(recipe: dict[str, Any], lm: Any) -> dict[str, Any]:
+def recorded_lm_kwargs(recipe: Recipe, lm: Any) -> dict[str, Any]:
     """The recipe's LM settings plus the context window of an engine that states one (an
     embedded model's ``n_ctx``): demonstrations that fit the window they were compiled in may
     not fit a smaller one, so a loaded artifact runs with the window it was compiled with."""
-    kwargs = dict(recipe["model"].get("lm_kwargs") or {})
+    kwargs = dict(recipe.model.lm_kwargs or {})
     n_ctx = getattr(getattr(lm, "engine", None), "n_ctx", None)
     if isinstance(n_ctx, int):
         kwargs["n_ctx"] = n_ctx
     return kwargs
 
 
-def recipe_lm(recipe: dict[str, Any]) -> dspy.BaseLM:
+def recipe_lm(recipe: Recipe) -> dspy.BaseLM:
     """The LM a recipe names."""
-    spec = recipe["model"]
-    return make_lm(model_name(spec["name"]), **(spec.get("lm_kwargs") or {}))
+    return make_lm(model_name(recipe.model.name), **(recipe.model.lm_kwargs or {}))
 
 
-def _trial_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
+def _trial_recipe(recipe: Recipe) -> dict[str, Any]:
     """What a search's trials mean: the recipe without its budget of calls or its rule among
     ties (as `netcast compile` writes it with no --budget), so a compile rerun with another
     budget or rule goes on from the finished trials."""
-    settings = {k: v for k, v in recipe["optimizer"]["settings"].items() if k != "ties"}
-    return {
-        **recipe,
-        "optimizer": {**recipe["optimizer"], "settings": {**settings, "budget": None}},
-    }
+    data = recipe.to_dict()
+    settings = {k: v for k, v in data["optimizer"]["settings"].items() if k != "ties"}
+    return {**data, "optimizer": {**data["optimizer"], "settings": {**settings, "budget": None}}}
 
 
-def check_race(spec: str, knobs: dict[str, Any], settings: dict[str, Any]) -> None:
-    """A race recipe's programs, knobs, demonstration sources and budget checked before any
-    call (``optimize.race.check_race``)."""
-    if settings.get("grid"):
-        raise InputError("--grid names one program's values; a race searches each one's grid")
-    demos = settings.get("demos", JOINT_DEMOS)
-    check_race_settings(
-        race_programs(spec), knobs, demos, settings.get("budget"), settings.get("first", FIRST)
-    )
+@dataclass
+class _Run:
+    """A compile's teleprompter, the program it returned, and the dev scores before and
+    after."""
+
+    tele: Any
+    program: dspy.Module
+    before: dict[str, Any]
+    after: dict[str, Any]
+    seconds: float
+
+
+def _compile_and_score(
+    build: Callable[[], Any], student: Any, splits: Splits, lm: Any, threads: int, progress: bool
+) -> _Run:
+    """The program the compile starts from scored on dev, the teleprompter ``build`` makes
+    compiling ``student`` on train, the result scored on dev. A student of several candidates
+    (the race) is compiled first: the program the compile starts from is the one it picks, at
+    the knobs it held. Every dev question must be scored: a model that fails midway (a server
+    that died) stops the compile before anything is written."""
+    dev, train = splits.dev.examples, splits.train.examples
+
+    def score(program: dspy.Module, what: str) -> dict[str, Any]:
+        return _complete(evaluate(program, dev, threads=threads, progress=progress), lm, what)
+
+    with dspy.context(lm=lm):
+        one = isinstance(student, dspy.Module)
+        before = score(student, "scoring before compiling") if one else None
+        tele = build()
+        start = time.perf_counter()
+        compiled = tele.compile(student, trainset=train, valset=dev)
+        seconds = time.perf_counter() - start
+        if before is None:
+            before = score(student[compiled.name], "scoring before compiling")
+        after = score(compiled, "scoring the compiled program")
+    return _Run(tele, compiled, before, after, seconds)
 
 
 def compile_recipe(
-    recipe: dict[str, Any],
+    recipe: Recipe | dict[str, Any],
     out: str | Path,
     *,
     parent: str | Path | None = None,
@@ -338,191 +346,133 @@ def compile_recipe(
     report: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> CompileResult:
     """Run a recipe (program, knobs, dataset and splits, optimizer, metric, model, seed) and
-    save the artifact to ``out``. A recipe whose optimizer is ``race`` races the programs it
-    names (``optimize.race``; ``report`` is told of its progress) and compiles the winner.
-    ``lm`` and ``teacher_lm`` replace the models the recipe names (LM objects the caller
-    built, e.g. with an endpoint). With ``reload``, the saved artifact is loaded back as a user
-    would and scored on the same dev questions."""
+    save the artifact to ``out``: its optimizer (``optimize.registry``) is checked before any
+    model call, the program scored on dev, compiled on train, scored again. A recipe whose
+    optimizer is ``race`` races the programs it names (``optimize.race``; ``report`` is told
+    of its progress) and compiles the winner. ``lm`` and ``teacher_lm`` replace the models the
+    recipe names (LM objects the caller built, e.g. with an endpoint). With ``reload``, the
+    saved artifact is loaded back as a user would and scored on the same dev questions."""
+    recipe, out = recipe_of(recipe), Path(out)
     lm = lm or recipe_lm(recipe)
-    teacher = recipe.get("teacher_model")
-    if teacher_lm is None and teacher:
-        teacher_lm = make_lm(teacher)
-    data = recipe["dataset"]
-    index = recipe["retriever"].get("saved_index")  # the user's (netcast index), else built
-    optimizer = recipe["optimizer"]["name"]
-    settings = recipe["optimizer"].get("settings") or {}
-    racing = optimizer == "race"
+    if teacher_lm is None and recipe.teacher_model:
+        teacher_lm = make_lm(recipe.teacher_model)
+    optimizer = optimizer_for(recipe)
+    settings = optimizer.read(recipe.optimizer.settings)
 
     def check(train: Any, dev: Any) -> None:  # refused now, not after dev is scored
-        if racing:
-            check_race(recipe["program"], recipe["knobs"], settings)
-        elif optimizer != "joint":
-            selection_sets(optimizer, train.examples, None, data.get("select_on", "dev"))
-        else:
-            demos = settings.get("demos", JOINT_DEMOS)
-            check_search(recipe["program"], recipe["knobs"], settings.get("grid"), demos)
-        check_compile_fold(optimizer, settings, train.examples)
+        optimizer.check(settings, recipe, train.examples)
 
     splits = prepare_recipe(recipe, lm, check)
-    train, dev, retriever = splits.train, splits.dev, splits.retriever
     if teacher_lm is not None:
         preflight(teacher_lm)
-    raced, seconds_offset = None, 0.0
-    if racing:  # the strategies raced on the training questions; the winner is compiled
-        start = time.perf_counter()
-        workdir = Path(out).parent / f".{Path(out).name}.race-{short_hash(_trial_recipe(recipe))}"
-        with dspy.context(lm=lm):
-            raced = race(
-                race_programs(recipe["program"]),
-                retriever,
-                train.examples,
-                lm=lm,
-                fixed=recipe["knobs"],
-                demos=settings.get("demos", JOINT_DEMOS),
-                budget=settings.get("budget"),
-                metric=recipe["metric"],
-                first=settings.get("first", FIRST),
-                drop_p=settings.get("drop_p", DROP_P),
-                alpha=settings.get("alpha", 0.1),
-                share=settings.get("share", 0.6),
-                ties=settings.get("ties", "nearest"),
-                teacher_lm=teacher_lm,
-                seed=recipe["seed"],
-                workdir=workdir,
-                report=report,
-            )
-        race_seconds = time.perf_counter() - start
-        held = shared_knobs(race_programs(recipe["program"]), recipe["knobs"])
-        recipe = {
-            **recipe,
-            "program": raced.program_name,
-            "race": {
-                "programs": recipe["program"],
-                "fixed": recipe["knobs"],
-                "choice": raced.choice,
-                "spent": raced.spent,
-                "budget": raced.budget,
-                "seconds": round(race_seconds, 1),
-                "table": raced.table,
-            },
-            "knobs": held[raced.program_name],
-        }
-    program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
+    key = short_hash(_trial_recipe(recipe))
+    setup = Setup(
+        lm,
+        teacher_lm,
+        recipe.metric,
+        recipe.seed,
+        threads,
+        recipe.dataset.select_on,
+        optimizer.workspace(out, key) if optimizer.workspace else None,
+        key,
+        progress,
+        report,
+    )
+    student = optimizer.student(recipe, splits.retriever, lm)
+    run = _compile_and_score(
+        lambda: optimizer.build(settings, setup), student, splits, lm, threads, progress
+    )
+    recipe = recipe.updated(**optimizer.record(recipe, run.tele))
+    artifact = _save(recipe, run, splits, lm, out, parent)
+    # while the optimizer left work unfinished (grid points its budget left untried), its
+    # workspace stays, so a rerun with a larger budget goes on from it
+    if setup.workspace is not None and optimizer.finished(run.tele):
+        _remove(setup.workspace)
+    reloaded = _reload(artifact, splits, lm, threads) if reload else None
+    joint = recipe.joint or {}
+    return CompileResult(
+        artifact,
+        run.before,
+        run.after,
+        run.seconds,
+        reloaded,
+        demo_report(run.program),
+        joint.get("trials"),
+        run.program.knobs.model_dump(),
+        joint.get("versus_defaults"),
+        joint.get("untried", 0),
+        recipe.race,
+    )
 
-    # Every dev question must be scored: a model that fails midway (a server that died) stops
-    # the compile before anything is written at ``out``.
-    trials = None
-    with dspy.context(lm=lm):
-        before = evaluate(program, dev.examples, threads=threads, progress=progress)
-        before = _complete(before, lm, "scoring before compiling")
-        start = time.perf_counter()
-        if raced is not None:
-            compiled = program = raced.program
-            seconds_offset = race_seconds
-        elif optimizer == "joint":
-            # finished trials are kept beside ``out`` until the artifact is written with every
-            # grid point tried: a killed compile, or one its budget stopped, rerun with the
-            # same recipe (any budget) goes on where it stopped
-            trials_db = Path(out).parent / f".{Path(out).name}.joint-trials.db"
-            trials_db.parent.mkdir(parents=True, exist_ok=True)
-            # the study is named by what a trial means, the recipe without its budget of calls
-            # (as `netcast compile` writes it with no --budget) or its rule among ties, so a
-            # compile rerun with another budget or rule goes on from the finished trials
-            joint = joint_compile(
-                recipe["program"],
-                retriever,
-                train.examples,
-                lm=lm,
-                fixed=recipe["knobs"],
-                values=settings.get("grid"),
-                demos=settings.get("demos", JOINT_DEMOS),
-                budget=settings.get("budget"),
-                metric=recipe["metric"],
-                share=settings.get("share", 0.6),
-                alpha=settings.get("alpha", 0.1),
-                ties=settings.get("ties", "nearest"),
-                teacher_lm=teacher_lm,
-                seed=recipe["seed"],
-                study=joint_study(
-                    f"sqlite:///{trials_db}", f"joint-{short_hash(_trial_recipe(recipe))}"
-                ),
-                progress=progress,
-            )
-            compiled, program, trials = joint.program, joint.program, joint.trials
-            recipe = {
-                **recipe,
-                "joint": {
-                    "fixed": recipe["knobs"],
-                    "chosen_demos": joint.demos,
-                    "versus_defaults": joint.versus_defaults,
-                    "untried": joint.untried,
-                    "trials": trials,
-                },
-            }
-        elif recipe.get("teacher") == "annotations":
-            compiled = teach(program, train.examples, seed=recipe["seed"])
-        else:
-            compiled = compile_program(
-                program,
-                train.examples,
-                optimizer=optimizer,
-                metric=recipe["metric"],
-                teacher_lm=teacher_lm,
-                valset=dev.examples,
-                select_on=data.get("select_on", "dev"),
-                seed=recipe["seed"],
-                threads=threads,
-                settings=recipe["optimizer"].get("settings"),
-            )
-        seconds = time.perf_counter() - start + seconds_offset
-        after = evaluate(compiled, dev.examples, threads=threads, progress=progress)
-        after = _complete(after, lm, "scoring the compiled program")
 
-    full_recipe = {
-        **recipe,
-        "knobs": program.knobs.model_dump(),
-        "retriever": {**retriever_recipe(retriever, train), **_index_entry(index)},
+def _save(
+    recipe: Recipe, run: _Run, splits: Splits, lm: Any, out: Path, parent: str | Path | None
+) -> Path:
+    """The artifact written: the compiled program and the recipe as it ran (the program's
+    knobs, its index, the model resolved and its settings), with the scores."""
+    data = recipe.to_dict()
+    index = recipe.retriever.saved_index  # the user's (netcast index), else built
+    full = {
+        **data,
+        "knobs": run.program.knobs.model_dump(),
+        "retriever": {**retriever_recipe(splits.retriever, splits.train), **_index_entry(index)},
         "model": {
-            **recipe["model"],
+            **data["model"],
             "resolved": lm.model,
             "lm_kwargs": recorded_lm_kwargs(recipe, lm),
         },
     }
-    demos = demo_report(compiled)
-    scores = {"before": before, "after": after, "compile_seconds": seconds, "demos": demos}
-    artifact = save_artifact(out, compiled, full_recipe, scores, parent=parent)
-    # the trials are in the recipe now; while the budget left grid points untried, their
-    # storage stays, so a rerun with a larger budget goes on from them
-    if optimizer == "joint" and not full_recipe["joint"]["untried"]:
-        trials_db.unlink(missing_ok=True)
-    if raced is not None and raced.complete:  # else a rerun with a larger budget goes on
-        clear_race(workdir)
-    reloaded = None
-    if reload:
-        loaded = load(artifact, model=lm)
-        scored = evaluate(loaded, dev.examples, threads=threads, progress=False)
-        if scored.errors:
-            first_id, first = next(iter(scored.errors.items()))
-            raise ModelCallError(
-                f"the artifact {artifact} is written, but scoring it loaded back failed: "
-                f"{len(scored.errors)} question(s) failed calling {endpoint(lm)} "
-                f"(first, {first_id}: {first})"
-            )
-        reloaded = scored.aggregate
-    joint_entry = full_recipe.get("joint") or {}
-    return CompileResult(
-        artifact,
-        before,
-        after,
-        seconds,
-        reloaded,
-        demos,
-        trials,
-        program.knobs.model_dump(),
-        joint_entry.get("versus_defaults"),
-        joint_entry.get("untried", 0),
-        full_recipe.get("race"),
-    )
+    scores = {"before": run.before, "after": run.after, "compile_seconds": run.seconds}
+    scores["demos"] = demo_report(run.program)
+    return save_artifact(out, run.program, full, scores, parent=parent)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _reload(artifact: Path, splits: Splits, lm: Any, threads: int) -> dict[str, Any]:
+    """The artifact loaded back as a user would, scored on the same dev questions."""
+    loaded = load(artifact, model=lm)
+    scored = evaluate(loaded, splits.dev.examples, threads=threads, progress=False)
+    if scored.errors:
+        first_id, first = next(iter(scored.errors.items()))
+        raise ModelCallError(
+            f"the artifact {artifact} is written, but scoring it loaded back failed: "
+            f"{len(scored.errors)} question(s) failed calling {endpoint(lm)} "
+            f"(first, {first_id}: {first})"
+        )
+    return scored.aggregate
+
+
+def rerun_recipe(
+    recipe: dict[str, Any],
+    model: str | None,
+    knobs: dict[str, Any] | None = None,
+    select_on: str | None = None,
+) -> Recipe:
+    """An artifact's ``recipe`` to compile again with ``model``: a joint compile searches
+    again from the knobs the user fixed, a race is run again (the winner may change with the
+    model); ``knobs`` and ``select_on`` replace the recipe's."""
+    new = {**recipe, "model": {"name": model_name(model), "lm_kwargs": {}}}
+    if "joint" in recipe:  # the knobs are searched again, from the ones the user fixed
+        new["knobs"] = recipe["joint"]["fixed"]
+        del new["joint"]
+    if "race" in recipe:  # the race is run again: the winner may change with the model
+        new["program"] = recipe["race"]["programs"]
+        new["knobs"] = recipe["race"]["fixed"]
+        del new["race"]
+    if knobs is not None:
+        new["knobs"] = knobs
+    if select_on is not None:
+        new["dataset"] = {**recipe["dataset"], "select_on": select_on}
+    new["retriever"] = {
+        k: v for k, v in recipe["retriever"].items() if k in ("kind", "saved_index")
+    }
+    return recipe_of(new)
 
 
 def recompile(
@@ -537,25 +487,12 @@ def recompile(
     select_on: str | None = None,
     report: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> tuple[CompileResult, dict[str, Any]]:
-    """Rerun ``source``'s recipe with ``model`` (and optionally re-tuned ``knobs``, or another
-    ``select_on``); the new artifact's lineage names ``source``. ``report`` is told of each
-    step of a race (``compile_recipe``). Returns the result and the old scores."""
+    """Rerun ``source``'s recipe with ``model`` (``rerun_recipe``: optionally re-tuned
+    ``knobs``, or another ``select_on``); the new artifact's lineage names ``source``.
+    ``report`` is told of each step of a race (``compile_recipe``). Returns the result and the
+    old scores."""
     recipe, old_scores, _ = read_artifact(source)
-    new_recipe = {**recipe, "model": {"name": model_name(model), "lm_kwargs": {}}}
-    if "joint" in recipe:  # the knobs are searched again, from the ones the user fixed
-        new_recipe["knobs"] = recipe["joint"]["fixed"]
-        del new_recipe["joint"]
-    if "race" in recipe:  # the race is run again: the winner may change with the model
-        new_recipe["program"] = recipe["race"]["programs"]
-        new_recipe["knobs"] = recipe["race"]["fixed"]
-        del new_recipe["race"]
-    if knobs is not None:
-        new_recipe["knobs"] = knobs
-    if select_on is not None:
-        new_recipe["dataset"] = {**recipe["dataset"], "select_on": select_on}
-    new_recipe["retriever"] = {
-        k: v for k, v in recipe["retriever"].items() if k in ("kind", "saved_index")
-    }
+    new_recipe = rerun_recipe(recipe, model, knobs, select_on)
     result = compile_recipe(
         new_recipe, out, parent=source, threads=threads, progress=progress, lm=lm, report=report
     )
@@ -568,24 +505,22 @@ def retune_knobs(
     """Re-tune ``source``'s knobs for ``lm`` (in-memory study, by the recipe's metric), scored
     on the dev questions, or on held-out training questions when the recipe (or ``select_on``)
     selects on ``train``."""
-    recipe, _, _ = read_artifact(source)
-    data = recipe["dataset"]
+    recipe = recipe_of(read_artifact(source)[0])
     splits = prepare_recipe(recipe, lm)
-    retriever = splits.retriever
-    if (select_on or data.get("select_on", "dev")) == "train":
+    if (select_on or recipe.dataset.select_on) == "train":
         trainset, devset = hold_out(splits.train.examples)
     else:
         trainset, devset = splits.train.examples, splits.dev.examples
-    study = tuning.open_study(f"retune-{Path(source).name}", None, [recipe["metric"]])
+    study = tuning.open_study(f"retune-{Path(source).name}", None, [recipe.metric])
     with dspy.context(lm=lm):
         tuning.tune(
             study,
             trials,
-            program_name=recipe["program"],
-            retriever=retriever,
+            program_name=recipe.program,
+            retriever=splits.retriever,
             trainset=trainset,
             devset=devset,
-            objectives=[recipe["metric"]],
+            objectives=[recipe.metric],
             lm=lm,
         )
     return tuning.pick(study, "best-quality").user_attrs["knobs"]
@@ -627,90 +562,12 @@ def run_tuning(
     index: str | Path | None = None,
 ) -> TuneResult:
     """Tune ``program``'s knobs (a resumable, distributable Optuna study) and, with ``out``,
-    export the trial ``pick_rule`` chooses as an artifact."""
+    export the trial ``pick_rule`` chooses as an artifact (``export_trial``)."""
     names = tuning.parse_objectives(objectives)
     tuning.check_pick_rule(pick_rule)
-    splits = prepare(
-        dataset,
-        lm,
-        train_split=train_split,
-        dev_split=dev_split,
-        train_limit=train_limit,
-        dev_limit=dev_limit,
-        index=index,
-        retriever=retriever,
-    )
-    train, dev, saved_index, index = splits.train, splits.dev, index, splits.retriever
-    storage = storage or "sqlite:///runs/tune.db"
-    if storage.startswith("sqlite:///") and not storage.endswith(":memory:"):
-        Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
-    # every knob setting once (a grid over the declared ranges), never the same one twice
-    grid = knob_grid(get_program(program), lm)
-    the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
-    failed_before = {t.number for t in the_study.get_trials(deepcopy=False, states=_FAIL)}
-    try:
-        with dspy.context(lm=lm):
-            tuning.tune(
-                the_study,
-                trials,
-                program_name=program,
-                retriever=index,
-                trainset=train.examples,
-                devset=dev.examples,
-                objectives=names,
-                compile_each=compile_each,
-                optimizer=optimizer,
-                metric=names[0],
-                seed=seed,
-                lm=lm,
-            )
-    except Exception as err:
-        # A trial that raised (its questions failed: a server that died) is recorded FAIL by
-        # Optuna; it is re-queued with the same knobs, as a killed worker's stale trial is.
-        me = f"{socket.gethostname()}:{os.getpid()}"  # this worker's trials, not others'
-        failed = [
-            t
-            for t in the_study.get_trials(deepcopy=False, states=_FAIL)
-            if t.number not in failed_before and t.user_attrs.get("worker") == me
-        ]
-        if not failed:
-            raise
-        waiting = len(the_study.get_trials(deepcopy=False, states=_WAITING))
-        with warnings.catch_warnings():  # "experimental" in Optuna since 2.8
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            for trial in failed:
-                RetryHeartbeatStaleTrialCallback(max_retry=2)(the_study, trial)
-        requeued = len(the_study.get_trials(deepcopy=False, states=_WAITING)) > waiting
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ModelCallError(
-            f"study {name!r}: trial {failed[0].number} failed calling {endpoint(lm)} ({first}); "
-            + (
-                "it is recorded FAIL and re-queued with the same knobs: run the same command "
-                "again to resume"
-                if requeued
-                else "it is recorded FAIL (retried twice already: not re-queued)"
-            )
-        ) from err
-    chosen = tuning.pick(the_study, pick_rule)
-    result = TuneResult(the_study, name, storage, names, chosen)
-    if out is None:
-        return result
-    knobs = chosen.user_attrs["knobs"]
-    prog = build_program(program, index, knobs, lm=lm)
-    if compile_each:
-        with dspy.context(lm=lm):
-            prog = compile_program(
-                prog,
-                train.examples,
-                optimizer=optimizer,
-                metric=names[0],
-                seed=seed,
-                select_on="train",
-            )
-    recipe = make_recipe(
+    recipe = make_recipe(  # what an exported trial's artifact records (its knobs: the trial's)
         program=program,
-        knobs=knobs,
+        knobs={},
         dataset=dataset,
         train_split=train_split,
         dev_split=dev_split,
@@ -722,19 +579,122 @@ def run_tuning(
         model=getattr(lm, "embedded_name", None) or lm.model,
         retriever=retriever,
         seed=seed,
+        index=index,
     )
-    recipe["retriever"] = {**retriever_recipe(index, train), **_index_entry(saved_index)}
-    recipe["model"]["lm_kwargs"] = recorded_lm_kwargs(recipe, lm)
-    recipe["compiled"] = compile_each
-    recipe["tuning"] = {
-        "study": name,
-        # the URL as a rerun needs it, its password left out (the recipe is shared with the
-        # artifact; give the password again with --storage)
-        "storage": make_url(storage).render_as_string(hide_password=True),
-        "trial": chosen.number,
-        "pick": pick_rule,
-        "objectives": names,
-    }
-    scores = {"before": None, "after": chosen.user_attrs.get("aggregate")}
-    result.artifact = save_artifact(out, prog, recipe, scores)
+    splits = prepare(
+        dataset,
+        lm,
+        train_split=train_split,
+        dev_split=dev_split,
+        train_limit=train_limit,
+        dev_limit=dev_limit,
+        index=index,
+        retriever=retriever,
+    )
+    storage = storage or "sqlite:///runs/tune.db"
+    if storage.startswith("sqlite:///") and not storage.endswith(":memory:"):
+        Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
+    # every knob setting once (a grid over the declared ranges), never the same one twice
+    grid = knob_grid(get_program(program), lm)
+    the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
+    _tune(
+        the_study,
+        trials,
+        program_name=program,
+        retriever=splits.retriever,
+        trainset=splits.train.examples,
+        devset=splits.dev.examples,
+        objectives=names,
+        compile_each=compile_each,
+        optimizer=optimizer,
+        metric=names[0],
+        seed=seed,
+        lm=lm,
+    )
+    chosen = tuning.pick(the_study, pick_rule)
+    result = TuneResult(the_study, name, storage, names, chosen)
+    if out is not None:
+        result.artifact = export_trial(result, recipe, splits, lm, pick_rule, out, compile_each)
     return result
+
+
+def _tune(study: optuna.Study, trials: int, **trial_args: Any) -> None:
+    """``tuning.tune`` under ``dspy.context(lm=...)`` (the trials' ``lm``). A trial that
+    raised (its questions failed: a server that died) is recorded FAIL by Optuna; it is
+    re-queued with the same knobs, as a killed worker's stale trial is, and the error is one
+    ``ModelCallError``."""
+    lm = trial_args["lm"]
+    failed_before = {t.number for t in study.get_trials(deepcopy=False, states=_FAIL)}
+    try:
+        with dspy.context(lm=lm):
+            tuning.tune(study, trials, **trial_args)
+    except Exception as err:
+        me = f"{socket.gethostname()}:{os.getpid()}"  # this worker's trials, not others'
+        failed = [
+            t
+            for t in study.get_trials(deepcopy=False, states=_FAIL)
+            if t.number not in failed_before and t.user_attrs.get("worker") == me
+        ]
+        if not failed:
+            raise
+        waiting = len(study.get_trials(deepcopy=False, states=_WAITING))
+        with warnings.catch_warnings():  # "experimental" in Optuna since 2.8
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            for trial in failed:
+                RetryHeartbeatStaleTrialCallback(max_retry=2)(study, trial)
+        requeued = len(study.get_trials(deepcopy=False, states=_WAITING)) > waiting
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ModelCallError(
+            f"study {study.study_name!r}: trial {failed[0].number} failed calling "
+            f"{endpoint(lm)} ({first}); "
+            + (
+                "it is recorded FAIL and re-queued with the same knobs: run the same command "
+                "again to resume"
+                if requeued
+                else "it is recorded FAIL (retried twice already: not re-queued)"
+            )
+        ) from err
+
+
+def export_trial(
+    result: TuneResult,
+    recipe: Recipe,
+    splits: Splits,
+    lm: Any,
+    pick_rule: str,
+    out: str | Path,
+    compiled: bool = False,
+) -> Path:
+    """The chosen trial of a study as an artifact: its program at the trial's knobs (compiled
+    as the trials were, with ``compiled``), and ``recipe`` with the knobs, the index, the model
+    and the study (its URL without the password: the recipe is shared with the artifact; give
+    the password again with --storage)."""
+    knobs = result.chosen.user_attrs["knobs"]
+    prog = build_program(recipe.program, splits.retriever, knobs, lm=lm)
+    if compiled:
+        with dspy.context(lm=lm):
+            prog = compile_program(
+                prog,
+                splits.train.examples,
+                optimizer=recipe.optimizer.name,
+                metric=recipe.metric,
+                seed=recipe.seed,
+                select_on="train",
+            )
+    index = recipe.retriever.saved_index
+    recipe = recipe.updated(
+        knobs=knobs,
+        retriever={**retriever_recipe(splits.retriever, splits.train), **_index_entry(index)},
+        model={**recipe.to_dict()["model"], "lm_kwargs": recorded_lm_kwargs(recipe, lm)},
+        compiled=compiled,
+        tuning={
+            "study": result.name,
+            "storage": make_url(result.storage).render_as_string(hide_password=True),
+            "trial": result.chosen.number,
+            "pick": pick_rule,
+            "objectives": result.objectives,
+        },
+    )
+    scores = {"before": None, "after": result.chosen.user_attrs.get("aggregate")}
+    return save_artifact(out, prog, recipe.to_dict(), scores)

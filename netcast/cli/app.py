@@ -127,7 +127,9 @@ def _knobs(pairs: list[str] | None, program: str) -> dict[str, Any]:
     return knobs
 
 
-def _joint_settings(budget: int | None, pairs: list[str] | None, ties: str) -> dict[str, Any]:
+def _joint_settings(
+    budget: int | None, pairs: list[str] | None, ties: str | None
+) -> dict[str, Any]:
     """The joint optimizer's settings from ``--budget``, ``--grid`` (``demos=`` names the
     demonstration sources; the knobs' values are checked when the compile starts) and
     ``--ties``."""
@@ -356,92 +358,107 @@ def list_things() -> None:
         console.print(f"dataset  {name}")
 
 
+# the compile command's options
+RaceProgramOpt = Annotated[
+    str,
+    typer.Option(
+        help="strategy name; several (a,b,c) or auto (every strategy) race them on held-out "
+        "training questions and compile the winner"
+    ),
+]
+CompileDatasetOpt = Annotated[str, typer.Option(help="dataset name or .jsonl")]
+TrainSplitOpt = Annotated[str, typer.Option(help="split to compile on")]
+DevSplitOpt = Annotated[str, typer.Option(help="split to score on")]
+TrainLimitOpt = Annotated[Optional[int], typer.Option(help="first N train questions")]  # noqa: UP045
+DevLimitOpt = Annotated[Optional[int], typer.Option(help="first N dev questions")]  # noqa: UP045
+SelectOnOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        help="dev | train: where bootstrap-rs, mipro and gepa score their candidates "
+        "(train: the last 80% of the train questions, so the dev questions stay unseen); "
+        "default dev, or with --from the artifact's"
+    ),
+]
+OptimizerOpt = Annotated[
+    str,
+    typer.Option(
+        help="bootstrap | bootstrap-rs | mipro | simba | gepa | joint (knobs not given with "
+        "--set searched together with the demonstrations, on held-out training questions)"
+    ),
+]
+MetricOpt = Annotated[str, typer.Option(help="em | f1 | judge")]
+TeacherOpt = Annotated[
+    str,
+    typer.Option(
+        help="model (demonstrations from successful traces) | annotations (from the "
+        "data's gold passages, supporting sentences and sub-questions; no model calls)"
+    ),
+]
+TeacherModelOpt = Annotated[
+    Optional[str], typer.Option(help="teacher / proposal model (default: --model)")  # noqa: UP045
+]
+BudgetOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option(help="joint or race: model calls the search may spend (default: the whole grid)"),
+]
+GridOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        help="joint: the values tried for a knob, knob=v1,v2 (repeatable; default: the "
+        "knob's declared range), or the demonstration sources, demos=none,annotations"
+    ),
+]
+TiesOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        help="joint: among the trials that beat the defaults and that the validation questions "
+        "cannot tell apart from the best, take the one nearest the defaults (nearest, the "
+        "default) or the best score (best)"
+    ),
+]
+SeedOpt = Annotated[int, typer.Option(help="optimizer seed")]
+ThreadsOpt = Annotated[int, typer.Option(help="parallel questions", min=1)]
+FromOpt = Annotated[
+    Optional[Path], typer.Option("--from", help="recompile this artifact's recipe")  # noqa: UP045
+]
+RetuneOpt = Annotated[bool, typer.Option(help="with --from: re-tune knobs first")]
+RetuneTrialsOpt = Annotated[int, typer.Option(help="with --retune: tuning trials", min=1)]
+
+
 @app.command("compile")
 def compile_cmd(
     out: Annotated[Path, typer.Option(help="artifact directory to write")],
-    program: Annotated[
-        str,
-        typer.Option(
-            help="strategy name; several (a,b,c) or auto (every strategy) race them on held-out "
-            "training questions and compile the winner"
-        ),
-    ] = "basic",
-    dataset: Annotated[str, typer.Option(help="dataset name or .jsonl")] = "hotpotqa-sample",
-    train_split: Annotated[str, typer.Option(help="split to compile on")] = "train",
-    dev_split: Annotated[str, typer.Option(help="split to score on")] = "dev",
-    train_limit: Annotated[Optional[int], typer.Option(help="first N train questions")] = 20,  # noqa: UP045
-    dev_limit: Annotated[Optional[int], typer.Option(help="first N dev questions")] = 20,  # noqa: UP045
-    select_on: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(
-            help="dev | train: where bootstrap-rs, mipro and gepa score their candidates "
-            "(train: the last 80% of the train questions, so the dev questions stay unseen); "
-            "default dev, or with --from the artifact's"
-        ),
-    ] = None,
-    optimizer: Annotated[
-        str,
-        typer.Option(
-            help="bootstrap | bootstrap-rs | mipro | simba | gepa | joint (knobs not given with "
-            "--set searched together with the demonstrations, on held-out training questions)"
-        ),
-    ] = "bootstrap",
-    metric: Annotated[str, typer.Option(help="em | f1 | judge")] = "f1",
+    program: RaceProgramOpt = "basic",
+    dataset: CompileDatasetOpt = "hotpotqa-sample",
+    train_split: TrainSplitOpt = "train",
+    dev_split: DevSplitOpt = "dev",
+    train_limit: TrainLimitOpt = 20,
+    dev_limit: DevLimitOpt = 20,
+    select_on: SelectOnOpt = None,
+    optimizer: OptimizerOpt = "bootstrap",
+    metric: MetricOpt = "f1",
     model: ModelOpt = None,
-    teacher: Annotated[
-        str,
-        typer.Option(
-            help="model (demonstrations from successful traces) | annotations (from the "
-            "data's gold passages, supporting sentences and sub-questions; no model calls)"
-        ),
-    ] = "model",
-    teacher_model: Annotated[
-        Optional[str], typer.Option(help="teacher / proposal model (default: --model)")  # noqa: UP045
-    ] = None,
-    budget: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(
-            help="joint or race: model calls the search may spend (default: the whole grid)"
-        ),
-    ] = None,
-    grid: Annotated[
-        Optional[list[str]],  # noqa: UP045
-        typer.Option(
-            help="joint: the values tried for a knob, knob=v1,v2 (repeatable; default: the "
-            "knob's declared range), or the demonstration sources, demos=none,annotations"
-        ),
-    ] = None,
-    ties: Annotated[
-        str,
-        typer.Option(
-            help="joint: among the trials that beat the defaults and that the validation questions "
-            "cannot tell apart from the best, take the one nearest the defaults (nearest) or "
-            "the best score (best)"
-        ),
-    ] = "nearest",
+    teacher: TeacherOpt = "model",
+    teacher_model: TeacherModelOpt = None,
+    budget: BudgetOpt = None,
+    grid: GridOpt = None,
+    ties: TiesOpt = None,
     retriever: SearchOpt = None,
     index: IndexOpt = None,
     knob: KnobOpt = None,
-    seed: Annotated[int, typer.Option(help="optimizer seed")] = 0,
-    threads: Annotated[int, typer.Option(help="parallel questions", min=1)] = 1,
-    from_dir: Annotated[
-        Optional[Path], typer.Option("--from", help="recompile this artifact's recipe")  # noqa: UP045
-    ] = None,
-    retune: Annotated[bool, typer.Option(help="with --from: re-tune knobs first")] = False,
-    trials: Annotated[int, typer.Option(help="with --retune: tuning trials", min=1)] = 6,
+    seed: SeedOpt = 0,
+    threads: ThreadsOpt = 1,
+    from_dir: FromOpt = None,
+    retune: RetuneOpt = False,
+    trials: RetuneTrialsOpt = 6,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Compile a program's prompts on a training split and save an artifact (or, with --from,
     recompile an artifact's recipe with another model)."""
-    from netcast.cli.render import race_progress, race_table
     from netcast.files import check_output_directory
-    from netcast.optimize.compile import METRICS, OPTIMIZERS, SELECT_ON
-    from netcast.optimize.joint import versus_defaults_line
-    from netcast.optimize.race import is_race, race_line
-    from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
-    from netcast.programs.knobs import parse_pairs
+    from netcast.optimize.compile import SELECT_ON
     from netcast.retrievers.store import kind_for_index
 
     check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
@@ -452,43 +469,19 @@ def compile_cmd(
         )
     if from_dir is not None:
         lm = _lm(model, api_base, retries, timeout=timeout)
-        knobs = retune_knobs(from_dir, lm, trials, select_on) if retune else None
-        result, old = recompile(
-            from_dir,
-            model,
-            out,
-            knobs=knobs,
-            threads=threads,
-            lm=lm,
-            select_on=select_on,
-            report=race_progress,  # a race run again shows its progress live
-        )
-        columns = {f"{from_dir} (old)": old.get("after"), f"{out} (new model)": result.after}
+        result, columns = _recompile(from_dir, out, model, lm, select_on, retune, trials, threads)
     else:
-        if optimizer not in OPTIMIZERS:
-            raise NetcastError(
-                f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}"
-            )
-        if metric not in METRICS:
-            raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
-        racing = is_race(program)
-        if grid and optimizer != "joint" and not racing:
-            raise NetcastError(
-                "--grid names the values a joint compile tries: add --optimizer joint"
-            )
-        recipe = make_recipe(
-            program=program,
-            knobs=parse_pairs(knob or []) if racing else _knobs(knob, program),
+        recipe = _compile_recipe_of(
+            program,
+            knob,
+            optimizer,
+            metric,
+            (budget, grid, ties),
             dataset=dataset,
             train_split=train_split,
             dev_split=dev_split,
             train_limit=train_limit,
             dev_limit=dev_limit,
-            optimizer=optimizer,
-            optimizer_settings=(
-                _joint_settings(budget, grid, ties) if optimizer == "joint" or racing else None
-            ),
-            metric=metric,
             model=model,
             teacher_model=teacher_model,
             retriever=retriever,
@@ -501,21 +494,108 @@ def compile_cmd(
         teacher_lm = (
             _lm(teacher_model, api_base, retries, timeout=timeout) if teacher_model else None
         )
-        result = compile_recipe(
-            recipe,
-            out,
-            threads=threads,
-            reload=True,
-            lm=lm,
-            teacher_lm=teacher_lm,
-            report=race_progress,
-        )
-        winner = recipe["program"] if not result.race else result.race["choice"]["winner"]
-        columns = {
-            f"{winner} at its defaults" if result.race else "uncompiled": result.before,
-            "compiled": result.after,
-            "loaded from artifact": result.reloaded,
-        }
+        result, columns = _compile(recipe, out, threads, lm, teacher_lm)
+    _print_compiled(result, columns, out, teacher)
+
+
+def _compile(recipe: Any, out: Path, threads: int, lm: Any, teacher_lm: Any):
+    """``netcast compile``: the recipe run, its artifact loaded back and scored; the result
+    and the scores before, after and loaded back."""
+    from netcast.cli.render import race_progress
+    from netcast.optimize.workflow import compile_recipe
+
+    result = compile_recipe(
+        recipe,
+        out,
+        threads=threads,
+        reload=True,
+        lm=lm,
+        teacher_lm=teacher_lm,
+        report=race_progress,  # a race shows its progress live
+    )
+    winner = result.race["choice"]["winner"] if result.race else recipe.program
+    columns = {
+        f"{winner} at its defaults" if result.race else "uncompiled": result.before,
+        "compiled": result.after,
+        "loaded from artifact": result.reloaded,
+    }
+    return result, columns
+
+
+def _compile_recipe_of(
+    program: str,
+    pairs: list[str] | None,
+    optimizer: str,
+    metric: str,
+    search: tuple[int | None, list[str] | None, str | None],
+    **fields: Any,
+):
+    """The recipe ``netcast compile`` runs: ``--optimizer`` and ``--metric`` checked, the
+    ``--set`` knobs (a race's are split among its programs when it starts), and for a search
+    (the joint compile, a race) its settings from ``search``: ``--budget``, ``--grid`` and
+    ``--ties``."""
+    from netcast.optimize.compile import METRICS
+    from netcast.optimize.race import is_race
+    from netcast.optimize.registry import get_optimizer, optimizer_names
+    from netcast.optimize.workflow import make_recipe
+    from netcast.programs.knobs import parse_pairs
+
+    if optimizer not in optimizer_names():
+        choices = ", ".join(optimizer_names())
+        raise NetcastError(f"unknown optimizer {optimizer!r}; choose one of {choices}")
+    if metric not in METRICS:
+        raise NetcastError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    racing = is_race(program)
+    searching = racing or get_optimizer(optimizer).searches
+    budget, grid, ties = search
+    if grid and not searching:
+        raise NetcastError("--grid names the values a joint compile tries: add --optimizer joint")
+    return make_recipe(
+        program=program,
+        knobs=parse_pairs(pairs or []) if racing else _knobs(pairs, program),
+        optimizer=optimizer,
+        optimizer_settings=_joint_settings(budget, grid, ties) if searching else None,
+        metric=metric,
+        **fields,
+    )
+
+
+def _recompile(
+    source: Path,
+    out: Path,
+    model: str | None,
+    lm: Any,
+    select_on: str | None,
+    retune: bool,
+    trials: int,
+    threads: int,
+):
+    """``netcast compile --from``: the artifact's recipe run again with ``lm`` (its knobs
+    re-tuned first with ``retune``); the result and the old and new scores."""
+    from netcast.cli.render import race_progress
+    from netcast.optimize.workflow import recompile, retune_knobs
+
+    knobs = retune_knobs(source, lm, trials, select_on) if retune else None
+    result, old = recompile(
+        source,
+        model,
+        out,
+        knobs=knobs,
+        threads=threads,
+        lm=lm,
+        select_on=select_on,
+        report=race_progress,  # a race run again shows its progress live
+    )
+    return result, {f"{source} (old)": old.get("after"), f"{out} (new model)": result.after}
+
+
+def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: str) -> None:
+    """What a compile found (a race's table and choice, or a joint compile's trials and its
+    test against the defaults), its scores, demonstrations and artifact."""
+    from netcast.cli.render import race_table
+    from netcast.optimize.joint import versus_defaults_line
+    from netcast.optimize.race import race_line
+
     if result.race:
         print_table(race_table(result.race))
         console.print(race_line(result.race), markup=False)

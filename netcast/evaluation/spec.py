@@ -287,9 +287,10 @@ def _knobs(program: str, knobs: dict[str, Any]) -> None:
 
 
 def _check_compiled(where: str, entry: CompiledEntry, spec: SpecFile) -> None:
-    from netcast.optimize.compile import METRICS, OPTIMIZERS, SELECT_ON
+    from netcast.optimize.compile import METRICS, SELECT_ON
     from netcast.optimize.joint import TIES
     from netcast.optimize.race import is_race
+    from netcast.optimize.registry import optimizer_names
     from netcast.optimize.workflow import TEACHERS
 
     if (entry.program is None) == (entry.source is None):
@@ -298,7 +299,7 @@ def _check_compiled(where: str, entry: CompiledEntry, spec: SpecFile) -> None:
         return
     program = entry.program or ""
     choices = {
-        "optimizer": (entry.optimizer, OPTIMIZERS),
+        "optimizer": (entry.optimizer, optimizer_names()),
         "teacher": (entry.teacher, TEACHERS),
         "metric": (entry.metric, METRICS),
         "ties": (entry.ties, TIES),
@@ -406,17 +407,18 @@ class SpecRun:
 
 
 def joint_settings(
-    budget: int | None, grid: dict[str, list[Any]], ties: str = "nearest"
+    budget: int | None, grid: dict[str, list[Any]], ties: str | None = None
 ) -> dict[str, Any]:
     """A joint compile's (or a race's) optimizer settings: its budget of model calls, the rule
-    among ties, the demonstration sources (the grid's ``demos``) and the values tried for each
-    other knob the grid names (checked when the compile starts)."""
+    among ties (None: the optimizer's default), the demonstration sources (the grid's
+    ``demos``) and the values tried for each other knob the grid names (checked when the
+    compile starts)."""
     from netcast.optimize.joint import TIES
 
-    if ties not in TIES:
+    if ties is not None and ties not in TIES:
         raise InputError(f"unknown --ties {ties!r}; choose one of {', '.join(TIES)}")
     values = dict(grid)
-    settings: dict[str, Any] = {"budget": budget, "ties": ties}
+    settings: dict[str, Any] = {"budget": budget} | ({"ties": ties} if ties else {})
     if "demos" in values:
         settings["demos"] = [str(v) for v in values.pop("demos")]
     if values:

@@ -287,7 +287,8 @@ def test_show_refuses_an_artifact_whose_recipe_names_an_unknown_program_or_knob(
     from netcast.programs import BasicRAG
 
     recipe = make_recipe(program="basic", knobs={"top_k": 3}, dataset="hotpotqa-sample")
-    out = save_artifact(tmp_path / "a", BasicRAG(bm25), {**recipe, **change}, {"after": None})
+    recipe = {**recipe.to_dict(), **change}  # as an edited recipe.json holds it
+    out = save_artifact(tmp_path / "a", BasicRAG(bm25), recipe, {"after": None})
     one_line(cli("show", out), 2, shown)
 
 

@@ -189,7 +189,7 @@ def test_a_failed_save_leaves_no_artifact(tmp_path, bm25):
 
 
 def make_artifact(tmp_path, bm25):
-    recipe = recipe_for("x")
+    recipe = recipe_for("x").to_dict()
     recipe["retriever"] = {
         "kind": "bm25",
         "index": None,
@@ -243,7 +243,7 @@ def test_index_hash_mismatch_is_refused(tmp_path, bm25, scripted_lm):
 
     lm, _ = scripted_lm(answer)
     save_index(bm25, tmp_path / "idx")
-    recipe = recipe_for("x")
+    recipe = recipe_for("x").to_dict()
     recipe["retriever"] = {
         "kind": "bm25",
         "index": str(tmp_path / "idx"),
@@ -453,7 +453,7 @@ def test_a_recipe_that_cannot_select_on_train_is_refused_before_any_model_call(
     scripted_lm, qa_file, tmp_path
 ):
     _, engine = scripted_lm(answer)
-    recipe = recipe_for(qa_file, select_on="train")
+    recipe = recipe_for(qa_file, select_on="train").to_dict()
     recipe["optimizer"]["name"] = "mipro"
     recipe["dataset"]["train_limit"] = 1
     with pytest.raises(InputError, match="at least 2 training questions"):

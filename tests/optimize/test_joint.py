@@ -13,16 +13,25 @@ from netcast.data import load_dataset
 from netcast.errors import InputError
 from netcast.optimize.joint import (
     Candidate,
+    JointCompile,
     distance,
     grid_points,
-    joint_compile,
     joint_study,
     knob_grid,
     nearest_tie,
     versus_defaults,
 )
+from netcast.optimize.settings import JointSettings
 from netcast.optimize.workflow import compile_recipe, make_recipe
 from netcast.programs import BasicRAG, get_program
+
+
+def joint_compile(student, trainset, lm, study=None, progress=True, **settings):
+    """``student``'s knobs not given searched by a ``JointCompile`` with these settings; the
+    search's result."""
+    tele = JointCompile(JointSettings(**settings), lm=lm, study=study, progress=progress)
+    tele.compile(student, trainset=trainset)
+    return tele.result
 
 
 def france_questions(n: int) -> list[dspy.Example]:
@@ -45,12 +54,10 @@ def basic_top_k_search(lm, bm25, **options):
     by a budget of one model call (after its first trial)."""
     with dspy.context(lm=lm):
         return joint_compile(
-            "basic",
-            bm25,
+            BasicRAG(bm25, lm=lm, chain_of_thought=False, links=0),
             france_questions(10),
-            lm=lm,
-            fixed={"chain_of_thought": False, "links": 0},
-            demos=["none"],
+            lm,
+            demos=("none",),
             budget=1,
             progress=False,
             **options,
@@ -93,9 +100,8 @@ def test_a_program_whose_default_is_off_the_grid_compiles_from_its_defaults(scri
     train = france_questions(10)
     fixed = {"filter": False, "crop": False, "selector": "exact", "pool_factor": 2.0}
     with dspy.context(lm=lm):
-        result = joint_compile(
-            "one_shot", bm25, train, lm=lm, fixed=fixed, demos=["none"], budget=1
-        )
+        student = get_program("one_shot")(bm25, lm=lm, **fixed)
+        result = joint_compile(student, train, lm, demos=("none",), budget=1)
     assert result.trials[0]["knobs"]["token_budget"] is None  # the defaults' trial ran first
     assert result.trials[0]["state"] == "complete" and result.knobs["token_budget"] is None
 
@@ -105,7 +111,7 @@ def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
 ):
     lm, engine = scripted_lm(distracted)
     recipe = joint_recipe(capitals)
-    assert recipe["optimizer"]["settings"]["demos"] == ["none", "annotations"]
+    assert recipe.optimizer.settings["demos"] == ["none", "annotations"]
     result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False, reload=True)
 
     assert result.knobs["top_k"] == 1  # the only k whose context holds no other capital
@@ -174,9 +180,9 @@ def test_the_budget_of_model_calls_stops_the_search(scripted_lm, bm25):
 
 def test_bad_demo_sources_and_knobs_are_refused(bm25):
     with pytest.raises(InputError, match="unknown demos 'traces'"):
-        joint_compile("basic", bm25, [], lm=None, demos=["traces"])
+        joint_compile(BasicRAG(bm25), [], None, demos=("traces",))
     with pytest.raises(InputError, match="basic: unknown knob 'topk'"):
-        joint_compile("basic", bm25, [], lm=None, fixed={"topk": 2})
+        joint_compile(BasicRAG(bm25, topk=2), [], None)
     with pytest.raises(InputError, match="--teacher annotations works with"):
         make_recipe(
             program="basic", knobs={}, dataset="x", optimizer="mipro", teacher="annotations"
@@ -286,12 +292,10 @@ def test_a_compile_stops_the_trials_that_trail_the_leader_at_their_third_chunk(s
     lm, engine = scripted_lm(distracted)
     with dspy.context(lm=lm):
         result = joint_compile(
-            "basic",
-            bm25,
+            BasicRAG(bm25, lm=lm, chain_of_thought=False, links=0),
             france_questions(60),
-            lm=lm,
-            fixed={"chain_of_thought": False, "links": 0},
-            demos=["none"],
+            lm,
+            demos=("none",),
             progress=False,
         )
     trials = result.trials
@@ -406,13 +410,11 @@ def test_a_point_whose_replies_do_not_parse_fails_alone_and_is_not_tried_again(
     def search(lm):
         with dspy.context(lm=lm):
             return joint_compile(
-                "basic",
-                bm25,
+                BasicRAG(bm25, lm=lm, links=0),
                 france_questions(10),
-                lm=lm,
-                fixed={"links": 0},
-                values={"top_k": [1, 2], "chain_of_thought": [False, True]},
-                demos=["none"],
+                lm,
+                grid={"top_k": [1, 2], "chain_of_thought": [False, True]},
+                demos=("none",),
                 study=joint_study(f"sqlite:///{tmp_path / 'trials.db'}"),
                 progress=False,
             )

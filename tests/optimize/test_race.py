@@ -8,7 +8,8 @@ from helpers import capitals_file, distracted, last_question
 from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
-from netcast.optimize.race import race, race_line
+from netcast.optimize.race import StrategyRace, candidates, race_line
+from netcast.optimize.settings import RaceSettings
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 
 # the deep stage searches a small grid: basic's top_k and multihop's passages_per_hop
@@ -37,6 +38,13 @@ def script(basic: str = "Paris", multihop: str = "Paris", wrong_on=(), fail=Fals
 
 def train(tmp_path, n=48):  # 24 training questions
     return load_dataset(capitals_file(tmp_path / "capitals.jsonl", n), "train").examples
+
+
+def race(programs, retriever, examples, lm, fixed=None, workdir=None, **settings):
+    """``programs`` raced by a ``StrategyRace`` with these settings; the race's result."""
+    tele = StrategyRace(RaceSettings(**settings), lm=lm, workdir=workdir)
+    tele.compile(candidates(programs, retriever, fixed, lm), trainset=examples)
+    return tele.result
 
 
 def run(lm, bm25, examples, **options):

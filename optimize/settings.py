@@ -1,0 +1,116 @@
+"""Each netcast optimizer's settings as a frozen typed object, its defaults written here once.
+
+A recipe stores an optimizer's settings as a JSON object (``optimizer.settings``); ``read``
+turns one into the settings object (missing keys take the defaults; an unknown key or a wrong
+type is one ``InputError`` naming it) and ``to_dict`` writes it back."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from netcast.errors import InputError
+from netcast.formats import describe
+
+DEMO_SOURCES = ("none", "annotations", "bootstrap")
+TIES = ("nearest", "best")  # among trials the test cannot tell apart from the best
+PER_STEP = 2  # annotation demonstrations per step (each holds a whole context: the window is small)
+
+S = TypeVar("S", bound="Settings")
+
+
+class Settings:
+    """Base of the settings dataclasses: read from a recipe, written back."""
+
+    @classmethod
+    def read(cls: type[S], values: Mapping[str, Any], what: str = "optimizer settings") -> S:
+        """``values`` (a recipe's ``optimizer.settings``) as these settings, defaults filled
+        in; an unknown key or a wrong type is one ``InputError`` naming it."""
+        known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise InputError(
+                f"{what}: unknown setting {unknown[0]!r}; settings are {', '.join(known)}"
+            )
+        try:
+            settings = TypeAdapter(cls).validate_python(dict(values))
+        except ValidationError as err:
+            raise InputError(f"{what}: {describe(err)}") from None
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Values the types allow but the optimizer does not (``InputError``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """These settings as a recipe stores them (JSON values)."""
+        return TypeAdapter(type(self)).dump_python(self, mode="json")
+
+
+@dataclass(frozen=True)
+class AnnotationSettings(Settings):
+    """The annotation teacher (``optimize.annotations``): demonstrations per step."""
+
+    per_step: int = PER_STEP
+
+
+@dataclass(frozen=True)
+class JointSettings(Settings):
+    """The joint compile (``optimize.joint``): knobs and demonstration sources searched
+    together on held-out training questions.
+
+    ``budget``: model calls its trials may spend (None: the whole grid); ``demos``: the
+    demonstration sources searched; ``grid``: the values tried for a knob instead of its
+    declared range; ``share``: the training questions that score the trials (the validation
+    fold; demonstrations come from the rest); ``alpha``: the paired test a trial must pass to
+    replace the defaults; ``ties``: among the trials that test cannot tell apart from the best,
+    the one ``nearest`` the defaults or the ``best``; ``chunk``: questions scored between the
+    pruner's looks; ``per_step``: demonstrations drawn per step."""
+
+    budget: int | None = None
+    demos: tuple[str, ...] = ("none", "annotations")
+    grid: Mapping[str, list[Any]] = field(default_factory=dict)
+    share: float = 0.6
+    alpha: float = 0.1
+    ties: str = "nearest"
+    chunk: int = 10
+    per_step: int = PER_STEP
+
+    def check(self) -> None:
+        """The rule among ties (the demonstration sources and the grid's values are checked
+        against the program: ``optimize.joint.check_search``)."""
+        if self.ties not in TIES:
+            raise InputError(f"unknown ties rule {self.ties!r}; choose from {', '.join(TIES)}")
+
+
+@dataclass(frozen=True)
+class RaceSettings(JointSettings):
+    """The strategy race (``optimize.race``): the joint compile's settings for each survivor's
+    deep stage, ``budget`` the whole race's (checked before each chunk of questions),
+    ``first`` the first rung's questions, ``drop_p`` the p at which a strategy trailing the
+    leader leaves the race."""
+
+    first: int = 10
+    drop_p: float = 0.05
+
+    def joint(self, demos: tuple[str, ...]) -> JointSettings:
+        """A survivor's joint compile: these settings with its own demonstration sources, its
+        calls the race's to give (``CallBudget`` lanes)."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(JointSettings)}
+        return JointSettings(**{**shared, "budget": None, "demos": tuple(demos)})
+
+
+@dataclass(frozen=True)
+class DSPySettings(Settings):
+    """A DSPy optimizer's keyword arguments (``optimize.compile.DSPY``), defaults filled in
+    (``optimize.compile.dspy_settings``); a recipe stores them as they are."""
+
+    kwargs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.kwargs)

@@ -1,0 +1,26 @@
+from netcast.cli.verdict import DECISIVE_N, verdict_lines
+
+
+def test_a_small_dev_set_is_called_a_smoke_run_with_the_command_that_decides():
+    before = {f"q{i}": 0.0 for i in range(10)}
+    after = {f"q{i}": (1.0 if i < 3 else 0.0) for i in range(10)}
+    lines = verdict_lines(before, after, compared="uncompiled", searched=True)
+    assert lines[0].startswith("What this run shows: compiled - uncompiled")
+    assert "on the same 10 dev questions: +0.300 [" in lines[0]
+    assert "(no difference shown)" in lines[0]  # 3 of 10 better: p = 0.25
+    assert any("held-out training questions" in line for line in lines)
+    assert any(line.startswith("n = 10 is a smoke run") for line in lines)
+    assert f"--dev-limit {DECISIVE_N}" in lines[-1] and "p < 0.05" in lines[-1]
+
+
+def test_a_decisive_dev_set_gets_its_difference_and_no_smoke_warning():
+    before = {f"q{i}": 0.0 for i in range(DECISIVE_N)}
+    after = {f"q{i}": (1.0 if i % 3 == 0 else 0.0) for i in range(DECISIVE_N)}
+    lines = verdict_lines(before, after, compared="its defaults", searched=False)
+    assert len(lines) == 1 and "(a difference at p < 0.05)" in lines[0]
+    assert f"{DECISIVE_N} dev questions: +0.333" in lines[0]
+
+
+def test_questions_scored_on_one_side_only_are_left_out():
+    lines = verdict_lines({"a": 0.5}, {"b": 1.0}, compared="x", searched=False)
+    assert lines == []

@@ -1,0 +1,121 @@
+"""The optimizer registry: every optimizer a DSPy teleprompter built from typed settings whose
+defaults are written once; recipes typed in memory and written back as they were read."""
+
+import json
+from pathlib import Path
+
+import dspy
+import pytest
+from dspy.teleprompt import Teleprompter
+
+from helpers import capitals_file, distracted
+from netcast.artifacts import read_artifact
+from netcast.errors import InputError
+from netcast.formats import Recipe, recipe_of
+from netcast.optimize.budget import CallBudget
+from netcast.optimize.compile import DSPY, DSPyOptimizer
+from netcast.optimize.registry import (
+    REGISTRY,
+    Setup,
+    dspy_optimizer,
+    optimizer_for,
+    optimizer_names,
+)
+from netcast.optimize.settings import JointSettings, RaceSettings
+from netcast.optimize.workflow import compile_recipe, make_recipe, rerun_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = sorted((ROOT / "benchmarks" / "results").rglob("recipe.json"))
+
+
+def test_every_optimizer_is_a_teleprompter_built_from_its_default_settings():
+    assert set(optimizer_names()) == {
+        "bootstrap",
+        "bootstrap-rs",
+        "mipro",
+        "simba",
+        "gepa",
+        "joint",
+    }
+    for name, entry in REGISTRY.items():
+        tele = entry.build(entry.read({}), Setup(lm=None))
+        assert isinstance(tele, Teleprompter), name
+    assert not REGISTRY["race"].named and not REGISTRY["annotations"].named
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.parent.name)
+def test_a_committed_recipe_reads_typed_and_writes_back_the_same_json(path):
+    saved = json.loads(path.read_text())
+    recipe = recipe_of(saved, str(path))
+    assert isinstance(recipe, Recipe) and recipe.to_dict() == saved
+    optimizer = optimizer_for(recipe)
+    assert optimizer.name == (
+        "annotations"
+        if saved["optimizer"]["name"] == "bootstrap" and saved.get("teacher") == "annotations"
+        else saved["optimizer"]["name"]
+    )
+    settings = optimizer.read(recipe.optimizer.settings)
+    for key, value in saved["optimizer"]["settings"].items():  # as recorded, where it has it
+        if optimizer.searches:
+            assert settings.to_dict()[key] == value
+    rerun = rerun_recipe(saved, "embedded-1.5b")  # what `compile --from` runs
+    optimizer_for(rerun).read(rerun.optimizer.settings)
+
+
+def test_a_searchs_defaults_are_the_settings_objects_and_the_race_shares_the_joints():
+    joint = make_recipe(program="basic", knobs={}, dataset="x", optimizer="joint")
+    assert joint.optimizer.settings == {**JointSettings().to_dict(), "demos": ["none", "bootstrap"]}
+    race = make_recipe(program="basic,multihop", knobs={}, dataset="x", teacher="annotations")
+    settings = RaceSettings.read(race.optimizer.settings)
+    assert race.optimizer.name == "race" and settings.demos == ("none", "annotations")
+    deep = settings.joint(("none",))
+    for name in ("share", "alpha", "ties", "chunk", "per_step"):
+        assert getattr(deep, name) == getattr(JointSettings(), name) == getattr(settings, name)
+    assert deep.budget is None  # a survivor's calls are the race's lane (a CallBudget)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"shares": 0.5}, "unknown setting 'shares'"),
+        ({"budget": "lots"}, "field 'budget'"),
+        ({"ties": "first"}, "unknown ties rule 'first'"),
+    ],
+)
+def test_a_bad_setting_is_one_line_before_any_model_call(settings, message):
+    with pytest.raises(InputError, match=message):
+        make_recipe(
+            program="basic", knobs={}, dataset="x", optimizer="joint", optimizer_settings=settings
+        )
+
+
+def test_a_joint_budget_is_checked_between_trials_a_races_before_each_chunk():
+    rows = [{"scores": {"lm_calls": 3, "cached_calls": 1}}] * 4  # 2 calls reached the model each
+    trial, lane = CallBudget(10, checked="trial"), CallBudget(10)
+    for budget in (trial, lane):
+        budget.charge("basic", rows)
+        assert budget.spent == 8
+    assert trial.opens("basic", 10) and trial.covers("basic", 10)  # a trial runs to its end
+    assert not lane.opens("basic", 1) and not lane.covers("basic", 1)  # 3 calls a question
+    trial.charge("basic", rows[:1])
+    assert not trial.opens("basic", 1)
+
+
+def test_a_dspy_optimizer_is_one_entry(scripted_lm, tmp_path, monkeypatch):
+    """DSPy's LabeledFewShot added as one entry: compiled, saved and recorded like the rest."""
+    labeled = DSPyOptimizer(lambda metric, teacher, seed, threads, **kw: dspy.LabeledFewShot(**kw))
+    monkeypatch.setitem(DSPY, "labeled", DSPyOptimizer(labeled.make, {"k": 2}))
+    monkeypatch.setitem(REGISTRY, "labeled", dspy_optimizer("labeled"))
+    lm, _ = scripted_lm(distracted)
+    recipe = make_recipe(
+        program="basic",
+        knobs={"top_k": 1},
+        dataset=capitals_file(tmp_path / "capitals.jsonl", 12),
+        optimizer="labeled",
+        model="scripted/fake",
+        dev_limit=3,
+    )
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False)
+    assert result.demos["answer"] == {"bootstrapped": 0, "labeled": 2}
+    saved, _, _ = read_artifact(result.artifact)
+    assert saved["optimizer"] == {"name": "labeled", "settings": {"k": 2}}
