@@ -153,6 +153,8 @@ class CompileResult:
     versus_defaults: dict[str, Any] | None = None  # the joint compile's best vs its defaults
     untried: int = 0  # the joint compile's grid points its budget of calls left untried
     race: dict[str, Any] | None = None  # the strategy race: its table, choice and calls
+    # per dev question (by id): F1 before and after, for the paired difference
+    dev_f1: tuple[dict[str, float], dict[str, float]] | None = None
 
 
 def run_evaluation(
@@ -305,6 +307,7 @@ class _Run:
     before: dict[str, Any]
     after: dict[str, Any]
     seconds: float
+    dev_f1: tuple[dict[str, float], dict[str, float]]
 
 
 def _compile_and_score(
@@ -317,8 +320,13 @@ def _compile_and_score(
     that died) stops the compile before anything is written."""
     dev, train = splits.dev.examples, splits.train.examples
 
+    f1: list[dict[str, float]] = []  # per question, before and after
+
     def score(program: dspy.Module, what: str) -> dict[str, Any]:
-        return _complete(evaluate(program, dev, threads=threads, progress=progress), lm, what)
+        result = evaluate(program, dev, threads=threads, progress=progress)
+        aggregate = _complete(result, lm, what)
+        f1.append({row["id"]: row["scores"]["f1"] for row in result.rows})
+        return aggregate
 
     with dspy.context(lm=lm):
         one = isinstance(student, dspy.Module)
@@ -330,7 +338,7 @@ def _compile_and_score(
         if before is None:
             before = score(student[compiled.name], "scoring before compiling")
         after = score(compiled, "scoring the compiled program")
-    return _Run(tele, compiled, before, after, seconds)
+    return _Run(tele, compiled, before, after, seconds, (f1[0], f1[1]))
 
 
 def compile_recipe(
@@ -402,6 +410,7 @@ def compile_recipe(
         joint.get("versus_defaults"),
         joint.get("untried", 0),
         recipe.race,
+        run.dev_f1,
     )
 
 

@@ -593,6 +593,7 @@ def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: st
     """What a compile found (a race's table and choice, or a joint compile's trials and its
     test against the defaults), its scores, demonstrations and artifact."""
     from netcast.cli.render import race_table
+    from netcast.cli.verdict import verdict_lines
     from netcast.optimize.joint import versus_defaults_line
     from netcast.optimize.race import race_line
 
@@ -619,6 +620,12 @@ def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: st
             + (" (its annotations)" if teacher == "annotations" else "")
         )
     console.print(f"compiled in {result.seconds:.1f} s -> {result.artifact}", soft_wrap=True)
+    if result.dev_f1:  # what the dev scores show, and what would decide it
+        before, after = result.dev_f1
+        compared = "its defaults" if result.race else "uncompiled"
+        searched = bool(result.race or result.trials)
+        for line in verdict_lines(before, after, compared=compared, searched=searched):
+            console.print(line, markup=False, soft_wrap=True)
 
 
 @app.command()

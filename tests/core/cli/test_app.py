@@ -409,3 +409,31 @@ def test_ask_prints_evidence_ids_and_passages_without_markup_tags(monkeypatch, s
     evidence = [line for line in result.output.splitlines() if line.startswith("  ")]
     assert evidence and all("[dim]" not in line and "[/dim]" not in line for line in evidence)
     assert "[dim]" not in result.output
+
+
+def test_a_compile_ends_saying_what_its_dev_scores_show_and_what_would_decide(
+    monkeypatch, scripted_lm, tmp_path
+):
+    import sys
+
+    from helpers import capitals_file, distracted
+
+    lm, _ = scripted_lm(distracted)
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 32)
+    result = run(
+        "compile", "--program", "basic", "--dataset", dataset, "--optimizer", "joint",
+        "--teacher", "annotations", "--model", "scripted/fake", "--train-limit", "32",
+        "--dev-limit", "3", "--set", "chain_of_thought=false", "--budget", "4",
+        "--out", tmp_path / "art",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    shows = [i for i, line in enumerate(lines) if line.startswith("What this run shows:")]
+    assert (
+        len(shows) == 1
+        and "compiled - uncompiled, F1 on the same 3 dev questions" in (lines[shows[0]])
+    )
+    tail = "\n".join(lines[shows[0] :])
+    assert "held-out training questions" in tail  # a joint compile searched
+    assert "n = 3 is a smoke run" in tail and "--dev-limit 150" in tail
