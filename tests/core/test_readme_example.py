@@ -1,9 +1,10 @@
 """The README's Python example runs as written, so it cannot go stale: the block is read from
 README.md and executed with a scripted model in place of the embedded one, on the bundled
-HotpotQA sample, after the quick start's race (run with the same scripted model) has saved
-the artifact the example loads."""
+HotpotQA sample, after the quick start's commands (read from README.md's first bash block and
+run as written with the same scripted model) have saved the artifact the example loads."""
 
 import re
+import shlex
 from pathlib import Path
 
 import dspy
@@ -60,16 +61,33 @@ def gold_answering_model(monkeypatch):
     dspy.configure(lm=None, adapter=None)
 
 
+def quick_start_commands() -> list[list[str]]:
+    """The ``netcast`` commands of the README's quick start (its first bash block), as the
+    argument lists a shell would pass."""
+    text = README.read_text()
+    block = re.search(r"^```bash\n(.*?)^```", text, re.S | re.M).group(1)
+    joined = block.replace("\\\n", " ")
+    parts = [shlex.split(part) for part in joined.split("&&")]
+    return [words[1:] for words in parts if words and words[0].endswith("bin/netcast")]
+
+
+def test_the_quick_start_answers_a_question_before_it_compiles():
+    names = [command[0] for command in quick_start_commands()]
+    assert names == ["ask", "compile"], names
+
+
 def test_the_readme_example_runs_as_written(gold_answering_model, tmp_path, monkeypatch, capsys):
     code = python_example()
     monkeypatch.chdir(tmp_path)
     loads = re.findall(r"netcast\.load\(\"([^\"]+)\"\)", code)
-    for artifact in loads:  # the quick start's compile, on the scripted model
-        command = ["compile", "--program", "basic,multihop", "--dataset", "hotpotqa-sample"]
-        command += ["--teacher", "annotations", "--train-limit", "20", "--dev-limit", "2"]
-        command += ["--budget", "120", "--out", artifact]
+    outputs = []
+    for command in quick_start_commands():  # the quick start as written, on the scripted model
         result = CliRunner().invoke(app, command, catch_exceptions=False)
         assert result.exit_code == 0, result.output
+        outputs.append(result.output)
+    assert "answer:" in outputs[0]  # ask
+    assert "What this run shows:" in outputs[-1] and "smoke run" in outputs[-1]
+    for artifact in loads:  # what the example loads is what the quick start saved
         assert (tmp_path / artifact / "recipe.json").exists()
     engine, lm, gold_answers = gold_answering_model
     capsys.readouterr()
