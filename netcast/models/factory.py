@@ -33,9 +33,22 @@ class EmbeddedLM(dspy.LM):
     tokenizer)."""
 
     def __init__(self, name: str, engine: Any, **kwargs: Any):
+        from netcast.models.finetune import LlamaCppProvider
+
         spec = embedded.spec(name)
+        kwargs.setdefault("provider", LlamaCppProvider())  # lm.finetune trains a LoRA on CPU
         super().__init__(f"netcast/{spec.model_name}", engine=engine, **kwargs)
         self.embedded_name = spec.name
+
+    def copy(self, **kwargs: Any) -> dspy.LM:
+        """DSPy's copy, which keeps the engine; a copy for another model id (a tuned model's,
+        ``netcast.models.lora``: what ``lm.finetune`` makes) gets an engine running that model."""
+        copied = super().copy(**kwargs)
+        if copied.model != self.model and "engine" not in kwargs:
+            from netcast.models.finetune import attach
+
+            copied = attach(copied)
+        return copied
 
 
 def model_name(model: str | None) -> str:
