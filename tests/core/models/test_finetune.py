@@ -469,3 +469,29 @@ def test_a_second_ctrl_c_interrupts_at_once():
     finally:
         job.restore_sigint()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_dspy_bootstrap_finetune_compiles_a_program_onto_the_tuned_model(monkeypatch):
+    seen = watch_training(monkeypatch)
+    engine = SchemaEngine(lambda prompt: {"answer": "Paris"})
+    lm = EmbeddedLM("embedded", engine, cache=False, num_retries=0)
+    student = dspy.Predict(QA)
+    student.lm = lm
+    trainset = [
+        dspy.Example(
+            context=f"Paris is in France ({i}).", question="Capital?", answer="Paris"
+        ).with_inputs("context", "question")
+        for i in range(8)
+    ]
+    optimizer = dspy.BootstrapFinetune(
+        metric=lambda example, prediction, trace=None: prediction.answer == example.answer,
+        adapter=default_adapter(lm),
+        train_kwargs={"min_examples": 8},
+        num_threads=1,
+    )
+    with dspy.context(adapter=default_adapter(lm)):
+        compiled = optimizer.compile(student, trainset=trainset)
+    tuned = compiled.lm
+    assert tuned.model.startswith(lm.model + "+lora-")
+    record = lora.read_record(lora.parse_model_id(tuned.model)[1])
+    assert record.examples == 8 and len(seen[0].losses) == 8
