@@ -16,6 +16,7 @@ from netcast.errors import InputError
 from netcast.models import embedded
 from netcast.models.adapter import ChatAdapter
 from netcast.models.embedded import EMBEDDED
+from netcast.models.json_adapter import JSONAdapter
 from netcast.models.replicas import ReplicaEngine
 from netcast.models.tokens import TokenCounter, approx_counter, embedded_counter
 
@@ -32,9 +33,22 @@ class EmbeddedLM(dspy.LM):
     tokenizer)."""
 
     def __init__(self, name: str, engine: Any, **kwargs: Any):
+        from netcast.models.finetune import LlamaCppProvider
+
         spec = embedded.spec(name)
+        kwargs.setdefault("provider", LlamaCppProvider())  # lm.finetune trains a LoRA on CPU
         super().__init__(f"netcast/{spec.model_name}", engine=engine, **kwargs)
         self.embedded_name = spec.name
+
+    def copy(self, **kwargs: Any) -> dspy.LM:
+        """DSPy's copy, which keeps the engine; a copy for another model id (a tuned model's,
+        ``netcast.models.lora``: what ``lm.finetune`` makes) gets an engine running that model."""
+        copied = super().copy(**kwargs)
+        if copied.model != self.model and "engine" not in kwargs:
+            from netcast.models.finetune import attach
+
+            copied = attach(copied)
+        return copied
 
 
 def model_name(model: str | None) -> str:
@@ -185,7 +199,8 @@ def configure(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
 
 
 def default_adapter(lm: Any) -> dspy.Adapter:
-    """The adapter netcast runs ``lm``'s steps with: DSPy's JSONAdapter where the model takes a
+    """The adapter netcast runs ``lm``'s steps with: DSPy's JSONAdapter (``netcast.models.
+    json_adapter``: it also formats fine-tuning data) where the model takes a
     JSON-schema ``response_format`` (a constrained embedded engine: every reply parses, a
     ``Literal`` field takes only its values; a provider with structured outputs), else DSPy's
     chat format (with JSON as the fallback) refusing a reply that repeats a field's header
@@ -196,7 +211,7 @@ def default_adapter(lm: Any) -> dspy.Adapter:
         structured = bool(lm.supports_response_schema)
     except Exception:  # a provider litellm cannot describe
         structured = False
-    return dspy.JSONAdapter() if structured else ChatAdapter()
+    return JSONAdapter() if structured else ChatAdapter()
 
 
 def decoding_info(lm: Any) -> dict[str, str]:

@@ -7,6 +7,7 @@ and usage tracking; the engine only turns one canonical request into one respons
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -105,6 +106,9 @@ class LlamaCppEngine:
     ``LlamaState``, whose copy of the logits buffer made its RAM cache no faster than re-
     evaluating.
 
+    ``lora_path``: a GGUF LoRA adapter llama.cpp applies over the model (a tuned model,
+    ``netcast.models.finetune``; checked against the model before it gets here).
+
     ``constrained=True`` decodes under the JSON schema of a request's ``response_format`` (what
     DSPy's JSONAdapter sends once the engine declares it takes one) with xgrammar's token mask
     (``netcast.models.grammar``), so JSON replies always parse and ``Literal`` fields take only
@@ -120,6 +124,7 @@ class LlamaCppEngine:
         seed: int = 0,
         prefix_cache: str = "predictor",
         constrained: bool = True,
+        lora_path: str | None = None,
     ):
         if prefix_cache not in PREFIX_CACHE_MODES:
             raise ValueError(f"prefix_cache must be one of {PREFIX_CACHE_MODES}")
@@ -130,6 +135,7 @@ class LlamaCppEngine:
         self.seed = seed
         self.prefix_cache = prefix_cache
         self.constrained = constrained
+        self.lora_path = str(lora_path) if lora_path else None
         self._llm = None
         self._grammars = None
         self._lock = threading.Lock()
@@ -141,14 +147,19 @@ class LlamaCppEngine:
             from llama_cpp import Llama
 
             load_cpu_backends()
-            self._llm = Llama(
-                model_path=self.model_path,
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                n_threads_batch=self.n_threads,
-                seed=self.seed,
-                verbose=False,
-            )
+            from netcast.models.lora import quiet_native_stderr
+
+            # an adapter's load logs a line per tensor on stderr: held back
+            with quiet_native_stderr() if self.lora_path else contextlib.nullcontext():
+                self._llm = Llama(
+                    model_path=self.model_path,
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    n_threads_batch=self.n_threads,
+                    seed=self.seed,
+                    lora_path=self.lora_path,
+                    verbose=False,
+                )
             _LOADED.add(self)
         return self._llm
 
@@ -377,6 +388,7 @@ class LlamaCppEngine:
             "seed": self.seed,
             "prefix_cache": self.prefix_cache,
             "constrained": self.constrained,
+            "lora_path": self.lora_path,
         }
 
     @classmethod

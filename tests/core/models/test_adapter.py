@@ -5,6 +5,7 @@ from dspy.utils.exceptions import AdapterParseError
 from netcast.corpus import format_passage
 from netcast.models import default_adapter
 from netcast.models.adapter import ChatAdapter
+from netcast.models.json_adapter import JSONAdapter
 from netcast.testing import chat_output
 
 
@@ -33,7 +34,7 @@ def test_a_reply_repeating_a_field_header_is_refused():
 def test_the_default_adapter_without_a_schema_is_the_strict_chat_format():
     assert type(default_adapter(None)) is ChatAdapter
     assert type(default_adapter(dspy.LM("openai/some-unknown-model"))) is ChatAdapter
-    assert type(default_adapter(dspy.LM("openai/gpt-4o-mini"))) is dspy.JSONAdapter
+    assert type(default_adapter(dspy.LM("openai/gpt-4o-mini"))) is JSONAdapter  # DSPy's, +finetune
 
 
 def test_passages_show_field_headers_neutralized():

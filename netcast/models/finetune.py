@@ -1,0 +1,393 @@
+"""Fine-tuning the embedded model on CPU as a DSPy provider: ``LlamaCppProvider`` trains a LoRA
+(``netcast.models.training``) on the chat examples DSPy's ``BootstrapFinetune`` collects, writes
+it as a GGUF adapter (``netcast.models.lora``) and answers with a new model id naming the base
+and the adapter's sha256; the embedded LM's copy for that id serves the adapter through
+llama.cpp (``attach``).
+
+    lm = make_lm("embedded")              # its provider is LlamaCppProvider
+    job = lm.finetune(train_data, "chat", {"epochs": 1})
+    tuned = job.result()                  # an EmbeddedLM running base + adapter
+
+Bad input is refused with one line before anything is loaded: a model served by an API (no
+weights here), too few examples, a malformed example, not enough memory or disk, unknown
+settings. Ctrl-C during training saves a checkpoint and stops (``TrainingInterrupted``, exit
+130); the same call with the same examples resumes from it, as does one after a killed run."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import shutil
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+from dspy.clients.provider import Provider, TrainingJob
+from dspy.clients.utils_finetune import TrainDataFormat, TrainingStatus
+
+from netcast import settings
+from netcast.errors import InputError
+from netcast.models import embedded, lora
+
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """How a LoRA is trained; DSPy's ``train_kwargs`` name these fields. ``threads`` (torch's
+    CPU threads; None: every core) and ``checkpoint_every`` change the time a run takes, not its
+    result."""
+
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.05
+    learning_rate: float = 2e-4
+    epochs: int = 1
+    batch_size: int = 1
+    warmup_ratio: float = 0.03
+    max_tokens: int = 4096  # prompt + reply tokens of one example; longer ones are refused
+    min_examples: int = 8
+    seed: int = 0
+    threads: int | None = None
+    checkpoint_every: int = 25
+
+    @classmethod
+    def of(cls, train_kwargs: dict[str, Any] | None) -> TrainSettings:
+        """Settings from DSPy's ``train_kwargs``; an unknown name or a bad value is one line."""
+        kwargs = dict(train_kwargs or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise InputError(
+                f"finetune settings: unknown {', '.join(unknown)}; known: "
+                + ", ".join(sorted(names))
+            )
+        made = cls(**kwargs)
+        for name in ("rank", "epochs", "batch_size", "max_tokens", "min_examples"):
+            value = getattr(made, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"finetune settings: {name}={value!r}; give a whole number >= 1")
+        if made.threads is not None and (not isinstance(made.threads, int) or made.threads < 1):
+            raise InputError(f"finetune settings: threads={made.threads!r}; give a number >= 1")
+        if not 0 < made.learning_rate < 1 or not 0 <= made.dropout < 1 or made.alpha <= 0:
+            raise InputError(
+                f"finetune settings: learning_rate={made.learning_rate}, dropout={made.dropout}, "
+                f"alpha={made.alpha}; give 0 < learning_rate < 1, 0 <= dropout < 1, alpha > 0"
+            )
+        return made
+
+    def result_settings(self) -> dict[str, Any]:
+        """The settings that change the trained weights (a checkpoint's and an adapter's)."""
+        data = dataclasses.asdict(self)
+        for name in ("threads", "checkpoint_every", "min_examples"):
+            data.pop(name)
+        return data
+
+    def thread_count(self) -> int:
+        return self.threads or os.cpu_count() or 1
+
+
+# Measured on the 0.5B model (its GGUF holds 630M parameters; bf16 base, r 16, 2 threads, sdpa
+# attention, no gradient checkpointing): 3.0 GB resident once loaded, 3.3 GB peak training on
+# 90-token examples, 10.5 GB on a 1,462-token one (7.8-9.2 GB on 1,000 tokens): about
+# BYTES_PER_PARAM per base parameter plus BYTES_PER_TOKEN per token of the longest example (the
+# activations kept for the backward pass).
+BYTES_PER_PARAM = 6
+BYTES_PER_TOKEN = 6_500_000
+DISK_MARGIN = 64 << 20
+
+
+def available_memory() -> int:
+    """Bytes this process can still take: the kernel's MemAvailable, capped by a cgroup limit."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            room = int(limit) - used
+            available = room if available is None else min(available, room)
+    except (OSError, ValueError):
+        pass
+    return available if available is not None else sys.maxsize
+
+
+def free_disk(path: Path) -> int:
+    path.mkdir(parents=True, exist_ok=True)
+    return shutil.disk_usage(path).free
+
+
+def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettings, longest: int):
+    """Refuse, with one line, a training this machine cannot hold: the base model, its LoRA and
+    the longest example's activations in memory; the adapter and checkpoint on disk."""
+    shape = lora.base_shape(model_path)
+    params, per_rank = shape.parameters(), shape.lora_per_rank()
+    need = params * BYTES_PER_PARAM + longest * BYTES_PER_TOKEN
+    have = available_memory()
+    if need > have:
+        raise InputError(
+            f"not enough memory to finetune {spec.name}: about {need / 2**30:.1f} GB needed "
+            f"({params / 1e6:.0f}M parameters, longest example {longest:,} tokens), "
+            f"{have / 2**30:.1f} GB available; free memory or lower max_tokens"
+        )
+    lora_params = per_rank * cfg.rank
+    disk_need = lora_params * (2 + 4 * 4) + DISK_MARGIN  # f16 adapter; weights+Adam+grads fp32
+    for where in (lora.adapters_dir(), checkpoints_dir()):
+        free = free_disk(where)
+        if disk_need > free:
+            raise InputError(
+                f"not enough disk in {where} to finetune {spec.name}: about "
+                f"{disk_need / 2**20:.0f} MB needed, {free / 2**20:.0f} MB free"
+            )
+
+
+def checkpoints_dir() -> Path:
+    return settings.home() / "finetune"
+
+
+def check_examples(train_data: Any, cfg: TrainSettings) -> list[list[dict[str, str]]]:
+    """The chats of DSPy's chat-format fine-tuning data, each ending with the assistant's reply;
+    one line naming the first malformed example, or too few of them."""
+    if not isinstance(train_data, list):
+        raise InputError(f"finetune data: a list of examples expected, got {type(train_data)}")
+    chats = []
+    for index, item in enumerate(train_data):
+        messages = item.get("messages") if isinstance(item, dict) else None
+        ok = isinstance(messages, list) and len(messages) >= 2
+        ok = ok and all(
+            isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role")
+            for m in messages
+        )
+        if not ok or messages[-1]["role"] != "assistant":
+            raise InputError(
+                f"finetune data: example {index}: field messages must be a list of "
+                "{role, content} messages ending with the assistant's reply"
+            )
+        if messages[-2]["role"] == "assistant" or not messages[-1]["content"].strip():
+            raise InputError(f"finetune data: example {index}: empty or repeated reply")
+        chats.append([{"role": m["role"], "content": m["content"]} for m in messages])
+    if len(chats) < cfg.min_examples:
+        raise InputError(
+            f"only {len(chats)} finetune example(s) after filtering; at least "
+            f"{cfg.min_examples} needed (more training questions, a teacher that passes the "
+            "metric more often, or min_examples)"
+        )
+    return chats
+
+
+def check_trainable(lm_or_model: Any) -> embedded.ModelSpec:
+    """The embedded model an LM (or model id) runs; one line if it runs none (a model served by
+    an API has no weights here)."""
+    model = lm_or_model if isinstance(lm_or_model, str) else getattr(lm_or_model, "model", "")
+    return lora.parse_model_id(model)[0]
+
+
+class CpuTrainingJob(TrainingJob):
+    """A training job in DSPy's thread. Made in the calling (main) thread, it takes over Ctrl-C
+    while the job runs: the first sets ``stop`` (the training saves a checkpoint and ends with
+    ``TrainingInterrupted``), a second, or one after the job ended, goes to the handler that was
+    there before."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.stop = threading.Event()
+        self._status = TrainingStatus.pending
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self.done() or self.stop.is_set():
+            previous = self._previous
+            self.restore_sigint()
+            if callable(previous):
+                previous(signum, frame)
+            return
+        self.stop.set()
+        print(
+            "interrupt: saving a checkpoint at the end of this training step "
+            "(Ctrl-C again: stop now)",
+            file=sys.stderr,
+        )
+
+    def restore_sigint(self) -> None:
+        if self._previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def result(self, timeout: float | None = None):
+        try:
+            return super().result(timeout)
+        finally:
+            if self.done():
+                self.restore_sigint()
+
+    def cancel(self) -> bool:
+        """Stop the training at the end of its step (a checkpoint is saved; the job's result is
+        then ``TrainingInterrupted``)."""
+        self.stop.set()
+        return True
+
+    def status(self) -> TrainingStatus:
+        return self._status
+
+
+class LlamaCppProvider(Provider):
+    """DSPy's training provider for the embedded models: LoRA on CPU, served by llama.cpp.
+    ``progress``: a progress bar on stderr while training."""
+
+    def __init__(self, progress: bool = True):
+        super().__init__()
+        self.finetunable = True
+        self.TrainingJob = CpuTrainingJob
+        self.progress = progress
+
+    @staticmethod
+    def is_provider_model(model: str) -> bool:
+        try:
+            lora.parse_model_id(model)
+            return True
+        except InputError:
+            return False
+
+    def finetune(
+        self,
+        job: TrainingJob,
+        model: str,
+        train_data: list[dict[str, Any]],
+        train_data_format: TrainDataFormat | str | None,
+        train_kwargs: dict[str, Any] | None = None,
+    ) -> str:
+        if train_data_format not in (None, TrainDataFormat.CHAT, "chat"):
+            raise InputError(
+                f"finetune data format {train_data_format!r}: the embedded models train on chats"
+            )
+        status = getattr(job, "_status", None)
+        if status is not None:
+            job._status = TrainingStatus.running
+        try:
+            model_id = finetune(
+                model,
+                train_data,
+                train_kwargs,
+                stop=getattr(job, "stop", None),
+                progress=self.progress,
+            )
+        except BaseException:
+            if status is not None:
+                job._status = TrainingStatus.failed
+            raise
+        if status is not None:
+            job._status = TrainingStatus.succeeded
+        return model_id
+
+
+def finetune(
+    model: str,
+    train_data: list[dict[str, Any]],
+    train_kwargs: dict[str, Any] | None = None,
+    *,
+    stop: threading.Event | None = None,
+    progress: bool = False,
+) -> str:
+    """Train a LoRA of embedded model ``model`` (a model id or netcast name; a tuned id trains a
+    new adapter of its base) on chat examples; return the tuned model's id. Checks everything
+    it can before loading the model (see the module docstring)."""
+    spec, _ = lora.parse_model_id(model)
+    lora.require_extra()
+    from netcast.models import training
+
+    cfg = TrainSettings.of(train_kwargs)
+    chats = check_examples(train_data, cfg)
+    model_path = embedded.model_path(spec.name)
+    tokenizer = training.ChatTokenizer(model_path)
+    examples = [tokenizer.encode(chat) for chat in chats]
+    for index, example in enumerate(examples):
+        if len(example.ids) > cfg.max_tokens:
+            raise InputError(
+                f"finetune data: example {index}: {len(example.ids):,} tokens, more than "
+                f"max_tokens={cfg.max_tokens:,}; shorten its context or raise max_tokens"
+            )
+    check_resources(spec, model_path, cfg, max(len(e.ids) for e in examples))
+    key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
+    checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
+
+    display = training.StepProgress(f"finetune {spec.name}") if progress else None
+
+    def notice(text: str) -> None:
+        if display is not None:
+            display.print(text)
+
+    base = training.load_base(model_path)
+    tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, TARGETS)
+    if display is not None:
+        display.__enter__()
+    try:
+        result = training.train(
+            tuned,
+            examples,
+            learning_rate=cfg.learning_rate,
+            epochs=cfg.epochs,
+            batch_size=cfg.batch_size,
+            warmup_ratio=cfg.warmup_ratio,
+            seed=cfg.seed,
+            threads=cfg.thread_count(),
+            checkpoint=checkpoint,
+            checkpoint_every=cfg.checkpoint_every,
+            key=key,
+            stop=stop,
+            on_step=display,
+            notice=notice,
+        )
+    finally:
+        if display is not None:
+            display.__exit__(None, None, None)
+    record = lora.write_adapter(
+        training.lora_weights(tuned),
+        spec,
+        model_path,
+        alpha=cfg.alpha,
+        rank=cfg.rank,
+        meta={
+            "settings": cfg.result_settings(),
+            "examples": len(examples),
+            "loss_curve": result.losses,
+            "seconds": result.seconds,
+            "peak_memory": peak_memory(),
+        },
+    )
+    return lora.tuned_model_id(spec, record.sha256)
+
+
+def peak_memory() -> int:
+    """This process's peak resident memory so far, in bytes."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def attach(lm: dspy.LM) -> dspy.LM:
+    """A copy of embedded LM ``lm`` whose engine runs the model its id names: the base alone, or
+    the base with the adapter the id's sha256 names, verified against the base
+    (``lora.verified_adapter``). DSPy copies an LM with its engine, so without this a tuned
+    model's LM would run the base model. An engine that runs no GGUF (a test's scripted one) is
+    kept."""
+    spec, sha = lora.parse_model_id(lm.model)
+    engine = lm.engine
+    state = engine.dump_state() if hasattr(engine, "dump_state") else {}
+    if "model_path" not in state:
+        return lm
+    state["model_path"] = str(embedded.model_path(spec.name))
+    state["lora_path"] = str(lora.verified_adapter(sha, spec)) if sha else None
+    copied = lm.copy(engine=type(engine).load_state(state))
+    copied.embedded_name = spec.name
+    return copied

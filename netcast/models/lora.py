@@ -1,0 +1,337 @@
+"""LoRA adapters of the embedded models as llama.cpp reads them: a GGUF file (``general.type``
+``adapter``, ``adapter.type`` ``lora``, one ``<base tensor>.lora_a`` / ``.lora_b`` pair per
+adapted weight, the tensor names of the base GGUF) with a JSON record beside it.
+
+Adapters are stored by content: ``<netcast home>/adapters/<sha256>.gguf`` and ``<sha256>.json``.
+The record holds the adapter file's sha256, the base model's name and sha256, the training
+settings, the examples' count and the loss curve; the GGUF carries the base's sha256 too
+(``netcast.base_sha256``). A tuned model's id names its base and its adapter:
+``netcast/<base model file name>+lora-<sha256>``. ``verified_adapter`` refuses, with one line, an
+adapter whose file does not match its record (damaged) or whose base is another model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from netcast import settings
+from netcast.errors import InputError, ModelFileError
+from netcast.models import embedded
+
+PREFIX = "netcast/"  # an embedded model's DSPy model id: PREFIX + its file name
+_TUNED = re.compile(r"^netcast/(?P<base>[^+]+)\+lora-(?P<sha>[0-9a-f]{64})$")
+
+
+@dataclass(frozen=True)
+class AdapterRecord:
+    """What ``<sha256>.json`` holds beside an adapter."""
+
+    sha256: str
+    base: str  # the netcast name of the base model ("embedded", "embedded-1.5b")
+    base_sha256: str
+    size: int
+    rank: int
+    alpha: float
+    settings: dict[str, Any] = field(default_factory=dict)
+    examples: int = 0
+    loss_curve: list[float] = field(default_factory=list)
+    seconds: float = 0.0  # training time (steps only, summed over resumed runs)
+    peak_memory: int = 0  # bytes: the training process's peak resident memory
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sha256": self.sha256,
+            "base": self.base,
+            "base_sha256": self.base_sha256,
+            "size": self.size,
+            "rank": self.rank,
+            "alpha": self.alpha,
+            "settings": self.settings,
+            "examples": self.examples,
+            "loss_curve": self.loss_curve,
+            "seconds": self.seconds,
+            "peak_memory": self.peak_memory,
+        }
+
+
+def require_extra() -> None:
+    """One line if the ``finetune`` extra (peft, gguf) is not installed."""
+    import importlib.util
+
+    missing = [name for name in ("peft", "gguf") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise InputError(
+            f"{' and '.join(missing)} not installed: finetuning and tuned models need "
+            'pip install "netcast[finetune]"'
+        )
+
+
+@contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """The process's stderr (file descriptor 2) silenced: llama.cpp logs a line per adapted
+    tensor when it loads an adapter ("cannot use buft 'CPU_REPACK', fallback to CPU"), which
+    ``verbose=False`` does not hold back. A failed load still raises."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def adapters_dir() -> Path:
+    return settings.home() / "adapters"
+
+
+def base_model_id(spec: embedded.ModelSpec) -> str:
+    """The DSPy model id of an embedded model (what ``make_lm`` names it)."""
+    return PREFIX + spec.model_name
+
+
+def tuned_model_id(spec: embedded.ModelSpec, sha256: str) -> str:
+    """The model id of ``spec`` served with the adapter whose file has ``sha256``: its own id,
+    so DSPy's cache never answers it from the base model's replies."""
+    return f"{base_model_id(spec)}+lora-{sha256}"
+
+
+def parse_model_id(model: str) -> tuple[embedded.ModelSpec, str | None]:
+    """(the embedded model, the adapter's sha256 or None) a model id names; ``InputError`` for
+    an id that names no embedded model (a model served by an API: no weights here)."""
+    tuned = _TUNED.match(model)
+    base = tuned.group("base") if tuned else model.removeprefix(PREFIX)
+    for spec in embedded.MODELS.values():
+        if model.startswith(PREFIX) and base == spec.model_name:
+            return spec, tuned.group("sha") if tuned else None
+        if not tuned and model == spec.name:
+            return spec, None
+    raise InputError(
+        f"{model}: not an embedded model, so there are no weights here to train (a model "
+        f"served by an API is tuned by its provider); finetune one of {', '.join(embedded.MODELS)}"
+    )
+
+
+def adapter_path(sha256: str) -> Path:
+    return adapters_dir() / f"{sha256}.gguf"
+
+
+def record_path(sha256: str) -> Path:
+    return adapters_dir() / f"{sha256}.json"
+
+
+def _sha256(path: Path) -> str:
+    return embedded.sha256_of(path)
+
+
+@dataclass(frozen=True)
+class BaseShape:
+    """What a base GGUF's header says of its transformer (llama.cpp reads it, vocabulary only:
+    the gguf package's reader takes about 20 s to parse the 0.5B model's header)."""
+
+    arch: str
+    blocks: int
+    embedding: int
+    feed_forward: int
+    heads: int
+    kv_heads: int
+    vocab: int
+
+    def parameters(self) -> int:
+        """Parameters of the model, its token embedding and output matrices counted apart."""
+        kv = self.embedding // self.heads * self.kv_heads
+        block = (
+            2 * self.embedding**2 + 2 * self.embedding * kv + 3 * self.embedding * self.feed_forward
+        )
+        return self.blocks * block + 2 * self.vocab * self.embedding
+
+    def lora_per_rank(self) -> int:
+        """LoRA parameters per unit of rank over the seven projections of every block."""
+        kv = self.embedding // self.heads * self.kv_heads
+        e, f = self.embedding, self.feed_forward
+        return self.blocks * (2 * (e + e) + 2 * (e + kv) + 3 * (e + f))
+
+
+@lru_cache(maxsize=4)
+def base_shape(base_path: Path) -> BaseShape:
+    import llama_cpp
+    from llama_cpp._internals import LlamaModel
+
+    from netcast.models.llama import load_cpu_backends
+
+    load_cpu_backends()
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = LlamaModel(path_model=str(base_path), params=params, verbose=False)
+    try:
+        meta = model.metadata()
+        arch = meta["general.architecture"]
+
+        def number(key: str) -> int:
+            return int(meta[f"{arch}.{key}"])
+
+        return BaseShape(
+            arch=arch,
+            blocks=number("block_count"),
+            embedding=number("embedding_length"),
+            feed_forward=number("feed_forward_length"),
+            heads=number("attention.head_count"),
+            kv_heads=number("attention.head_count_kv"),
+            vocab=int(model.n_vocab()),
+        )
+    finally:
+        model.close()
+
+
+def _field_str(reader, key: str) -> str:
+    value = reader.fields.get(key)
+    if value is None:
+        raise KeyError(key)
+    return str(value.contents())
+
+
+def lora_tensor_name(peft_name: str, name_map) -> tuple[str, str]:
+    """(the base GGUF tensor name, "a" or "b") of a peft LoRA weight's state-dict name, e.g.
+    ``base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight`` ->
+    ``("blk.3.attn_q.weight", "a")``."""
+    hf = peft_name.removeprefix("base_model.model.")
+    for part, which in ((".lora_A.weight", "a"), (".lora_B.weight", "b")):
+        if hf.endswith(part):
+            base = name_map.get_name(hf.removesuffix(part))
+            if base is None:
+                break
+            return base + ".weight", which
+    raise ValueError(f"{peft_name}: not a LoRA weight of a layer llama.cpp knows")
+
+
+def write_adapter(
+    weights: dict[str, Any],
+    spec: embedded.ModelSpec,
+    base_path: Path,
+    alpha: float,
+    rank: int,
+    meta: dict[str, Any],
+) -> AdapterRecord:
+    """Write peft LoRA ``weights`` (state-dict name -> tensor) of base model ``spec`` as a GGUF
+    LoRA in the adapter store (f16 tensors), with its record; return the record. ``meta``:
+    ``settings``, ``examples``, ``loss_curve``, ``seconds``."""
+    import gguf
+    import numpy as np
+
+    shape = base_shape(Path(base_path))
+    arch = shape.arch
+    arch_id = {name: key for key, name in gguf.MODEL_ARCH_NAMES.items()}[arch]
+    name_map = gguf.get_tensor_name_map(arch_id, shape.blocks)
+    tensors = {}
+    for name, tensor in weights.items():
+        base, which = lora_tensor_name(name, name_map)
+        array = tensor.detach().float().cpu().numpy() if hasattr(tensor, "detach") else tensor
+        tensors[f"{base}.lora_{which}"] = np.ascontiguousarray(array, dtype=np.float16)
+    directory = adapters_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".lora.{os.getpid()}.{id(weights)}.tmp"
+    try:
+        writer = gguf.GGUFWriter(str(tmp), arch)
+        writer.add_type(gguf.GGUFType.ADAPTER)
+        writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
+        writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(alpha))
+        writer.add_string("netcast.base", spec.name)
+        writer.add_string("netcast.base_sha256", spec.sha256)
+        writer.add_string("netcast.settings", json.dumps(meta.get("settings", {}), sort_keys=True))
+        writer.add_string("netcast.loss_curve", json.dumps(meta.get("loss_curve", [])))
+        for name in sorted(tensors):
+            writer.add_tensor(name, tensors[name])
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        sha = _sha256(tmp)
+        record = AdapterRecord(
+            sha256=sha,
+            base=spec.name,
+            base_sha256=spec.sha256,
+            size=tmp.stat().st_size,
+            rank=rank,
+            alpha=float(alpha),
+            settings=dict(meta.get("settings", {})),
+            examples=int(meta.get("examples", 0)),
+            loss_curve=[float(x) for x in meta.get("loss_curve", [])],
+            seconds=float(meta.get("seconds", 0.0)),
+            peak_memory=int(meta.get("peak_memory", 0)),
+        )
+        tmp.replace(adapter_path(sha))
+    finally:
+        tmp.unlink(missing_ok=True)
+    _write_json(record_path(sha), record.to_json())
+    return record
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def read_record(sha256: str) -> AdapterRecord:
+    """The record of adapter ``sha256``; one-line ``ModelFileError`` if it is missing or
+    unreadable."""
+    path = record_path(sha256)
+    if not path.exists():
+        raise ModelFileError(f"{path}: adapter record not found (no adapter {sha256[:12]}... here)")
+    try:
+        data = json.loads(path.read_text())
+        return AdapterRecord(**data)
+    except (ValueError, TypeError) as err:
+        raise ModelFileError(f"{path}: not an adapter record ({err})") from None
+
+
+def verified_adapter(sha256: str, spec: embedded.ModelSpec) -> Path:
+    """The path of adapter ``sha256`` after checking it can serve ``spec``: its record names
+    ``spec``'s sha256 as its base, the file has the record's size and sha256, and its GGUF header
+    is an adapter of that base. Anything else is one ``ModelFileError`` line."""
+    path = adapter_path(sha256)
+    record = read_record(sha256)
+    where = record_path(sha256)
+    if record.base_sha256 != spec.sha256:
+        raise ModelFileError(
+            f"{where}: this adapter was trained on another base model (sha256 "
+            f"{record.base_sha256[:12]}..., {record.base}), not on {spec.name} (sha256 "
+            f"{spec.sha256[:12]}...); retrain it for {spec.name}"
+        )
+    if not path.exists():
+        raise ModelFileError(f"{path}: adapter file not found (its record is in {where})")
+    actual = _sha256(path) if path.stat().st_size == record.size else None
+    if actual != sha256 or record.sha256 != sha256:
+        raise ModelFileError(
+            f"{path}: adapter file damaged (its size or sha256 is not the one its record "
+            f"{where.name} holds); train it again"
+        )
+    header_base = _gguf_base(path)
+    if header_base != spec.sha256:
+        raise ModelFileError(
+            f"{path}: the adapter's header names base sha256 {str(header_base)[:12]}..., not "
+            f"{spec.name}'s {spec.sha256[:12]}...; retrain it for {spec.name}"
+        )
+    return path
+
+
+def _gguf_base(path: Path) -> str | None:
+    require_extra()
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+        if _field_str(reader, "general.type") != "adapter":
+            raise ValueError("general.type is not 'adapter'")
+        return _field_str(reader, "netcast.base_sha256")
+    except Exception as err:  # gguf raises ValueError, KeyError, struct errors on a bad file
+        raise ModelFileError(f"{path}: not a readable GGUF LoRA adapter ({err})") from None

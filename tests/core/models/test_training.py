@@ -1,0 +1,182 @@
+"""The LoRA training loop (netcast.models.training) on a tiny random Qwen2 model: the loss is on
+the reply only, checkpoints resume to the same weights as an uninterrupted run, Ctrl-C saves and
+stops with exit code 130, the thread setting is honoured. The real 0.5B model:
+tests/core/models/test_finetune_slow.py."""
+
+import os
+import signal
+import threading
+
+import pytest
+import torch
+
+from netcast.models import training
+from netcast.models.finetune import TARGETS
+
+EXAMPLES = [
+    training.Encoded(tuple((7 * i + j) % 60 + 2 for j in range(12 + i)), 8 + i % 3)
+    for i in range(5)
+]
+
+
+def tiny_model():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    )
+    return training.with_lora(Qwen2ForCausalLM(config), 4, 8.0, 0.1, TARGETS)
+
+
+def trained(checkpoint, **kwargs):
+    model = tiny_model()
+    kwargs.setdefault("every", 100)
+    result = training.train(
+        model,
+        EXAMPLES,
+        learning_rate=1e-2,
+        epochs=2,
+        batch_size=2,
+        warmup_ratio=0.1,
+        seed=3,
+        threads=kwargs.pop("threads", 1),
+        checkpoint=checkpoint,
+        checkpoint_every=kwargs.pop("every"),
+        key=kwargs.pop("key", "k"),
+        **kwargs,
+    )
+    return result, training.lora_weights(model)
+
+
+def same_weights(a, b):
+    return a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_the_lora_covers_the_seven_projections_and_the_base_is_frozen():
+    model = tiny_model()
+    names = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert {n.split(".")[-4] for n in names} == set(TARGETS)
+    assert all(".lora_" in n for n in names)
+
+
+def test_the_loss_is_on_the_reply_tokens_only(tmp_path):
+    losses = []
+    trained(tmp_path / "c.pt", on_step=lambda step, total, loss: losses.append(loss))
+    model = tiny_model()  # LoRA's B starts at zero: step 1's loss is the base model's
+    first = [EXAMPLES[i] for i in training.schedule(len(EXAMPLES), 2, 2, 3)[0]]
+    expected = []
+    with torch.no_grad():
+        for example in first:
+            ids = torch.tensor([example.ids])
+            logits = model(input_ids=ids).logits[0, :-1]
+            nll = torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="none")
+            expected.append(float(nll[example.n_prompt - 1 :].mean()))  # predicting the reply
+    assert losses[0] == pytest.approx(sum(expected) / len(expected), rel=1e-4)
+
+
+def test_schedule_covers_every_example_once_an_epoch_in_a_seeded_order():
+    plan = training.schedule(5, 2, 2, seed=3)
+    assert [len(b) for b in plan] == [2, 2, 1, 2, 2, 1]
+    first, second = [i for b in plan[:3] for i in b], [i for b in plan[3:] for i in b]
+    assert sorted(first) == sorted(second) == list(range(5))
+    assert plan == training.schedule(5, 2, 2, seed=3) != training.schedule(5, 2, 2, seed=4)
+
+
+def test_a_stopped_training_saves_a_checkpoint_and_resumes_to_the_same_weights(tmp_path):
+    full, full_weights = trained(tmp_path / "full.pt")
+    assert len(full.losses) == 6 and full.resumed_at == 0
+    assert full.losses[-1] < full.losses[0]
+
+    checkpoint = tmp_path / "c.pt"
+    stop = threading.Event()
+    with pytest.raises(training.TrainingInterrupted, match="after step 2 of 6") as err:
+        trained(checkpoint, stop=stop, on_step=lambda step, total, loss: step == 2 and stop.set())
+    assert err.value.exit_code == 130
+    assert checkpoint.exists()
+
+    resumed, weights = trained(checkpoint)
+    assert resumed.resumed_at == 2
+    assert resumed.losses == pytest.approx(full.losses, rel=1e-5)
+    assert same_weights(weights, full_weights)
+    assert not checkpoint.exists()  # finished: the checkpoint is gone
+
+
+def test_a_killed_training_resumes_from_its_last_periodic_checkpoint(tmp_path):
+    _, full_weights = trained(tmp_path / "full.pt")
+    checkpoint = tmp_path / "c.pt"
+
+    def killed(step, total, loss):
+        if step == 5:
+            raise SystemExit("killed")  # no checkpoint written at the end: as SIGKILL
+
+    with pytest.raises(SystemExit):
+        trained(checkpoint, every=2, on_step=killed)
+    resumed, weights = trained(checkpoint, every=2)
+    assert resumed.resumed_at == 4
+    assert same_weights(weights, full_weights)
+
+
+def test_a_checkpoint_of_other_data_or_settings_is_not_resumed(tmp_path):
+    checkpoint = tmp_path / "c.pt"
+    stop = threading.Event()
+    with pytest.raises(training.TrainingInterrupted):
+        trained(checkpoint, stop=stop, on_step=lambda step, total, loss: stop.set())
+    result, _ = trained(checkpoint, key="other")
+    assert result.resumed_at == 0 and len(result.losses) == 6
+
+
+def test_the_fingerprint_changes_with_the_data_the_settings_and_the_base():
+    key = training.fingerprint(EXAMPLES, {"rank": 16}, "a")
+    assert key == training.fingerprint(list(EXAMPLES), {"rank": 16}, "a")
+    assert key != training.fingerprint(EXAMPLES[:-1], {"rank": 16}, "a")
+    assert key != training.fingerprint(EXAMPLES, {"rank": 8}, "a")
+    assert key != training.fingerprint(EXAMPLES, {"rank": 16}, "b")
+
+
+def test_ctrl_c_saves_a_checkpoint_and_stops_with_exit_code_130(tmp_path):
+    checkpoint = tmp_path / "c.pt"
+    before = signal.getsignal(signal.SIGINT)
+
+    def interrupt(step, total, loss):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(training.TrainingInterrupted, match="after step 3 of 6") as err:
+        trained(checkpoint, on_step=interrupt)
+    assert err.value.exit_code == 130
+    assert checkpoint.exists()
+    assert signal.getsignal(signal.SIGINT) is before
+    resumed, _ = trained(checkpoint)
+    assert resumed.resumed_at == 3
+
+
+def test_the_thread_setting_is_honoured(tmp_path):
+    seen = []
+    before = torch.get_num_threads()
+    try:
+        trained(
+            tmp_path / "c.pt", threads=1, on_step=lambda *a: seen.append(torch.get_num_threads())
+        )
+    finally:
+        torch.set_num_threads(before)
+    assert set(seen) == {1}
+
+
+def test_progress_shows_step_loss_and_eta():
+    from rich.console import Console
+
+    console = Console(record=True, width=120, force_terminal=False)
+    progress = training.StepProgress("finetune embedded", console=console)
+    with progress:
+        progress(1, 4, 2.5)
+        progress(2, 4, 1.25)
+    text = console.export_text()
+    assert "finetune embedded" in text and "2/4" in text and "loss 1.250" in text
+    assert "eta" in text
