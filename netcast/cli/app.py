@@ -11,7 +11,21 @@ from typing import Annotated, Any, NoReturn, Optional
 import typer
 
 from netcast.cli.errors import NetcastGroup
-from netcast.cli.render import (
+from netcast.cli.options import (
+    ApiBaseOpt,
+    ConstrainedOpt,
+    IndexOpt,
+    KnobOpt,
+    LimitOpt,
+    ModelOpt,
+    RetriesOpt,
+    RetrieverOpt,
+    TimeoutOpt,
+)
+from netcast.cli.options import command_lm as _lm
+from netcast.cli.rerank import rerank_check
+from netcast.errors import InputError, NetcastError
+from netcast.render import (
     console,
     err_console,
     indexing_progress,
@@ -21,60 +35,8 @@ from netcast.cli.render import (
     study_table,
     trials_table,
 )
-from netcast.errors import InputError, NetcastError
 
 app = typer.Typer(cls=NetcastGroup, add_completion=False, no_args_is_help=True, help=__doc__)
-
-ModelOpt = Annotated[
-    Optional[str],  # noqa: UP045  (typer needs Optional here)
-    typer.Option(
-        "--model",
-        help="an embedded model (embedded, embedded-1.5b) or a litellm "
-        "model string; default: embedded",
-    ),
-]
-RetrieverOpt = Annotated[str, typer.Option("--retriever", help="bm25 | dense | hybrid")]
-IndexOpt = Annotated[
-    Optional[Path],  # noqa: UP045
-    typer.Option(
-        "--index",
-        help="a saved index directory (netcast index); default: built "
-        "from the dataset's corpus and cached",
-    ),
-]
-KnobOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045
-    typer.Option("--set", help="program knob, key=value (repeatable), e.g. --set top_k=3"),
-]
-LimitOpt = Annotated[Optional[int], typer.Option(help="first N questions")]  # noqa: UP045
-ApiBaseOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045
-    typer.Option(
-        "--api-base",
-        help="model endpoint URL for every model of the command (e.g. http://127.0.0.1:8000/v1);"
-        " repeat it for replicas of the model on several servers: calls are spread over them",
-    ),
-]
-ConstrainedOpt = Annotated[
-    bool,
-    typer.Option(
-        "--constrained/--free-decoding",
-        help="embedded models: decode each step under its JSON schema (default) or freely",
-    ),
-]
-RetriesOpt = Annotated[
-    Optional[int],  # noqa: UP045
-    typer.Option("--retries", help="retries per model call", min=0),
-]
-TimeoutOpt = Annotated[
-    Optional[float],  # noqa: UP045
-    typer.Option(
-        "--timeout",
-        help="seconds a model server may take to reply before the call fails (default 300); "
-        "a question whose calls all fail is counted failed, and the run resumes later",
-        min=0.001,
-    ),
-]
 
 
 def main() -> None:
@@ -88,27 +50,6 @@ def main() -> None:
 def _fail(message: str) -> NoReturn:
     """Stop the command with ``message`` as its one line (exit 2: bad input)."""
     raise InputError(message)
-
-
-def _lm(
-    model: str | None,
-    api_base: list[str] | str | None = None,
-    retries: int | None = None,
-    constrained: bool = True,
-    timeout: float | None = None,
-    **lm_kwargs: Any,
-):
-    from netcast.models import make_lm
-
-    kwargs: dict[str, Any] = {**lm_kwargs, **({} if constrained else {"constrained": False})}
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    if api_base:  # one server, or several replicas (netcast.models.replicas)
-        bases = [api_base] if isinstance(api_base, str) else list(api_base)
-        kwargs["api_base"] = bases[0] if len(bases) == 1 else bases
-    if retries is not None:
-        kwargs["num_retries"] = retries
-    return make_lm(model, **kwargs)
 
 
 def _knobs(pairs: list[str] | None, program: str) -> dict[str, Any]:
@@ -126,8 +67,8 @@ def _joint_settings(budget: int | None, pairs: list[str] | None, ties: str) -> d
     """The joint optimizer's settings from ``--budget``, ``--grid`` (``demos=`` names the
     demonstration sources; the knobs' values are checked when the compile starts) and
     ``--ties``."""
-    from netcast.evaluation.spec import joint_settings
     from netcast.programs.knobs import parse_grid
+    from netcast.specs.spec import joint_settings
 
     return joint_settings(budget, parse_grid(pairs or []), ties)
 
@@ -412,13 +353,12 @@ def compile_cmd(
 ) -> None:
     """Compile a program's prompts on a training split and save an artifact (or, with --from,
     recompile an artifact's recipe with another model)."""
-    from netcast.cli.render import race_progress, race_table
     from netcast.files import check_output_directory
     from netcast.optimize.compile import METRICS, OPTIMIZERS, SELECT_ON
-    from netcast.optimize.joint import versus_defaults_line
-    from netcast.optimize.race import is_race, race_line
+    from netcast.optimize.race import is_race
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, retune_knobs
     from netcast.programs.knobs import parse_pairs
+    from netcast.render import race_line, race_progress, race_table, versus_defaults_line
 
     check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
     if select_on is not None and select_on not in SELECT_ON:
@@ -593,16 +533,12 @@ def tune(
 def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")]) -> None:
     """Show an artifact's recipe, scores and lineage."""
     from netcast.artifacts import read_artifact
-    from netcast.cli.render import artifact_table
-    from netcast.optimize.joint import versus_defaults_line
+    from netcast.render import artifact_table, race_line, race_table, versus_defaults_line
 
     recipe, scores, meta = read_artifact(directory)
     print_table(artifact_table(str(directory), recipe, meta))
     joint = recipe.get("joint") or {}
     if recipe.get("race"):  # a strategy race, as `netcast compile` printed it
-        from netcast.cli.render import race_table
-        from netcast.optimize.race import race_line
-
         print_table(race_table(recipe["race"]))
         console.print(race_line(recipe["race"]), markup=False)
     if joint.get("trials"):  # a joint compile's search, as `netcast compile` printed it
@@ -660,7 +596,7 @@ def bench(
     ] = None,
 ) -> None:
     """Run strategies x datasets on the same questions and write a comparison report."""
-    from netcast.evaluation.bench import resolve_programs, run_bench
+    from netcast.specs.bench import resolve_programs, run_bench
 
     if spec is not None:
         _bench_spec(ctx, spec, threads, api_base, retries, timeout)
@@ -705,7 +641,8 @@ def _bench_spec(
     timeout: float | None = None,
 ) -> None:
     """``netcast bench --spec FILE``: the spec run (resumed), then its tables."""
-    from netcast.evaluation.spec import read_spec, run_spec, spec_report
+    from netcast.specs.spec import read_spec, run_spec
+    from netcast.specs.tables import spec_report
 
     for name in SPEC_DECLARES:
         source = ctx.get_parameter_source(name)
@@ -746,10 +683,11 @@ def report(
     """Rebuild a bench report from saved results (no model calls); several run directories
     (e.g. one per model) combine into one report written to --out. With --spec, a spec's
     tables in markdown."""
-    from netcast.evaluation.report import write_report
+    from netcast.specs.report import write_report
 
     if spec is not None:
-        from netcast.evaluation.spec import read_spec, spec_report
+        from netcast.specs.spec import read_spec
+        from netcast.specs.tables import spec_report
 
         if run_dirs or out:
             _fail("--spec names its run directory: give no directories or --out with it")
@@ -764,4 +702,4 @@ def report(
     console.print(path.read_text(), soft_wrap=True, markup=False)
 
 
-from netcast.cli import rerank as _rerank  # noqa: E402, F401  (registers rerank-check)
+app.command("rerank-check")(rerank_check)
