@@ -674,24 +674,46 @@ def report(
         typer.Option(help="write the combined report here (required with several directories)"),
     ] = None,
     spec: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option(
+            help="a benchmark spec: print its tables, rebuilt from its saved rows (no model "
+            "call); several with --markdown"
+        ),
+    ] = None,
+    markdown: Annotated[
+        bool,
+        typer.Option(
+            "--markdown", help="with --spec: the docs' table of the specs (--view), in markdown"
+        ),
+    ] = False,
+    view: Annotated[str, typer.Option(help="with --markdown: rows | race | headline")] = "rows",
+    write: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(
-            help="a benchmark spec: print its tables, rebuilt from its saved rows (no model call)"
+            help="with --markdown: write the table into this page, between the markers that "
+            "name this command, instead of printing it"
         ),
     ] = None,
 ) -> None:
     """Rebuild a bench report from saved results (no model calls); several run directories
     (e.g. one per model) combine into one report written to --out. With --spec, a spec's
-    tables in markdown."""
+    tables in markdown; with --markdown, the docs' table of one or more specs."""
     from netcast.specs.report import write_report
 
-    if spec is not None:
+    if markdown:
+        _docs_table(spec or [], view, write, bool(run_dirs or out))
+        return
+    if write is not None or view != "rows":
+        _fail("--view and --write go with --markdown")
+    if spec:
         from netcast.specs.spec import read_spec
         from netcast.specs.tables import spec_report
 
         if run_dirs or out:
             _fail("--spec names its run directory: give no directories or --out with it")
-        tables = spec_report(read_spec(spec))
+        if len(spec) > 1:
+            _fail("one --spec at a time (several with --markdown)")
+        tables = spec_report(read_spec(spec[0]))
         console.print(tables, soft_wrap=True, markup=False)
         return
     if not run_dirs:
@@ -700,6 +722,22 @@ def report(
         _fail("several run directories combine into one report: give --out DIR")
     path = write_report(out or run_dirs[0], sources=run_dirs if out else ())
     console.print(path.read_text(), soft_wrap=True, markup=False)
+
+
+def _docs_table(specs: list[Path], view: str, write: Path | None, dirs: bool) -> None:
+    """``netcast report --markdown``: the docs' table of ``specs``, printed or written into a
+    page between its markers."""
+    from netcast.specs.docs import command, docs_table, write_blocks
+    from netcast.specs.spec import read_spec
+
+    if not specs or dirs:
+        _fail("--markdown reads specs: give --spec FILE (repeatable), no directories or --out")
+    table = docs_table([read_spec(s) for s in specs], view)
+    if write is None:
+        console.print(table, soft_wrap=True, markup=False, highlight=False)
+        return
+    n = write_blocks(write, command(specs, view), table)
+    console.print(f"{write}: {n} table(s) written", soft_wrap=True, markup=False)
 
 
 app.command("rerank-check")(rerank_check)
