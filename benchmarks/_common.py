@@ -1,5 +1,5 @@
 """Shared bits of the benchmark scripts: command-line model setup, the questions and index a
-benchmark runs on, the machine's description and markdown tables.
+benchmark runs on, the machine's description, and printing a markdown table.
 
 Scripts run as files (``python benchmarks/NAME.py``), so Python puts this folder on the path
 and they import this module by name; they import it before DSPy (``from _common import ...``
@@ -109,17 +109,10 @@ def header(title: str, notes: list[str] | tuple[str, ...] = ()) -> None:
 
 
 def table(columns: list[str], rows: list[list[object]]) -> None:
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "|".join("---" for _ in columns) + "|")
-    for row in rows:
-        print("| " + " | ".join(_cell(v) for v in row) + " |")
-    print()
+    """Print a markdown table (``netcast.render.markdown_table``) and a blank line."""
+    from netcast.render import markdown_table
 
-
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return str(value)
+    print("\n".join(markdown_table(columns, rows)))
 
 
 def percentile(values: list[float], q: float) -> float:

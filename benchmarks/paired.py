@@ -17,8 +17,8 @@ import argparse
 import json
 from pathlib import Path
 
-from netcast.evaluation.report import Results
-from netcast.evaluation.report import compare as compare_results
+from netcast.specs.report import Results
+from netcast.specs.report import compare as compare_results
 
 
 def rows(path: Path) -> dict[str, dict]:

@@ -1,5 +1,6 @@
 """Small file and naming helpers used across netcast: safe names, short content hashes, and
-directories written atomically (so a killed process never leaves a half-written one)."""
+directories written atomically (so a killed process never leaves a half-written one), with a
+file lock per content-named directory (a cache key) for the processes that share it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from netcast.errors import InputError
 
@@ -51,6 +54,23 @@ def check_output_directory(target: str | Path, marker: str, what: str) -> Path:
     return target
 
 
+LOCKS = ".locks"  # beside content-named directories: one lock file per key
+
+
+def key_lock(target: str | Path) -> FileLock:
+    """The lock of a content-named directory ``target`` (a cache key), ``.locks/<name>.lock``
+    beside it: processes that build the same key hold it in turn. Within a process it is one
+    object per path and reentrant, so a caller may hold it around ``atomic_directory(shared=
+    True)``, which takes it too."""
+    target = Path(target)
+    folder = target.parent / LOCKS
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{target}: cannot be created ({err.strerror})") from None
+    return FileLock(folder / f"{target.name}.lock", is_singleton=True)
+
+
 @contextmanager
 def atomic_directory(
     target: str | Path, marker: str = "", what: str = "output", shared: bool = False
@@ -60,27 +80,24 @@ def atomic_directory(
     ``target`` is checked first (``check_output_directory``): an existing ``target`` must be a
     ``what`` directory (holding ``marker``) or empty, never a file or someone's folder.
 
-    ``shared``: ``target`` is named by its content (a cached index), so processes that build
-    it at once build the same thing: one that finds it written by another while it built
-    keeps that one (which the other may be reading) and drops its own copy."""
+    ``shared``: ``target`` is named by its content (a cached index) and other processes may
+    build it too: the build and the rename hold the key's lock (``key_lock``), so they take
+    turns instead of racing renames. A caller that looks for ``target`` under the same lock
+    before building (``netcast.indexing.cached_index``) reuses what another process built."""
     target = check_output_directory(target, marker, what) if marker else Path(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"{target}: cannot be created ({err.strerror})") from None
-    existed = target.exists()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    tmp.chmod(0o755)  # mkdtemp's 0700 would keep other users (workers) out of the result
-    try:
-        yield tmp
-        if target.exists() and (existed or not shared):  # not another process's, meanwhile
-            shutil.rmtree(target)
+    lock: AbstractContextManager[Any] = key_lock(target) if shared else nullcontext()
+    with lock:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        tmp.chmod(0o755)  # mkdtemp's 0700 would keep other users (workers) out of the result
         try:
+            yield tmp
+            if target.exists():
+                shutil.rmtree(target)
             tmp.rename(target)
-        except OSError:  # another process renamed its copy into place while this one built
-            if not (shared and target.exists()):
-                raise
+        except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            raise

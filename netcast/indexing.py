@@ -11,7 +11,7 @@ from typing import Any
 
 from netcast import settings
 from netcast.corpus import MAX_PARAGRAPH_TOKENS, Corpus, Document
-from netcast.files import atomic_directory, check_output_directory, short_hash, slug
+from netcast.files import atomic_directory, check_output_directory, key_lock, short_hash, slug
 from netcast.models.tokens import TokenCounter
 from netcast.retrievers import Retriever, build_retriever, load_index, save_index
 from netcast.retrievers.dense import encoder_dtype, read_embeddings
@@ -111,7 +111,9 @@ def cached_index(
 
     The cache key hashes the documents, the chunking settings (and the longest paragraph kept
     whole), the token counter and a ``language`` other than ``auto``, so changed documents or
-    another tokenizer never reuse a stale index; loading re-checks the chunks' content hash."""
+    another tokenizer never reuse a stale index; loading re-checks the chunks' content hash.
+    Processes that want the same index at once (`netcast tune` workers on one netcast home)
+    take the key's lock in turn: the first builds it, the others reuse it."""
     chunking = chunking or {"mode": "paragraph"}
     key = [documents_hash(documents), counter.name, chunking, MAX_PARAGRAPH_TOKENS]
     if kind != "bm25":  # embeddings differ by the encoder's dtype
@@ -122,8 +124,10 @@ def cached_index(
     directory = settings.indexes_dir() / f"{slug(name, empty='corpus')}-{kind}-{fingerprint}"
     if (directory / "index.json").exists():
         return load_index(directory)
-    corpus = Corpus.from_documents(documents, counter, **chunking)
-    retriever = build_retriever(corpus, kind, language=language)
-    # two workers on one netcast home (`netcast tune` on a shared study) may build it at once
-    save_index(retriever, directory, shared=True, source=name, chunking=chunking)
+    with key_lock(directory):  # another process may be building it: wait, then reuse it
+        if (directory / "index.json").exists():
+            return load_index(directory)
+        corpus = Corpus.from_documents(documents, counter, **chunking)
+        retriever = build_retriever(corpus, kind, language=language)
+        save_index(retriever, directory, shared=True, source=name, chunking=chunking)
     return retriever

@@ -35,7 +35,6 @@ benchmarks/README.md). ``ties="best"`` takes the best trial.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import random
 import warnings
@@ -56,7 +55,7 @@ from netcast.optimize.annotations import AnnotationTeacher
 from netcast.optimize.budget import CallBudget
 from netcast.optimize.compile import compile_program, hold_out
 from netcast.optimize.settings import DEMO_SOURCES, AnnotationSettings, JointSettings
-from netcast.optimize.settings import TIES as TIES  # read here by netcast.evaluation.spec
+from netcast.optimize.settings import TIES as TIES  # read here by netcast.specs.spec
 from netcast.programs import get_program
 from netcast.programs import knobs as knobs_mod
 from netcast.programs.shared.budget import budget_range
@@ -581,60 +580,3 @@ def _stop_failed(trial: optuna.Trial, result: EvalResult) -> None:
         trial.set_user_attr("failed", message)
         raise optuna.TrialPruned()
     raise RuntimeError(message)
-
-
-def versus_defaults_line(versus: dict[str, Any] | None) -> str | None:
-    """The joint compile's test of its best trial against the defaults' trial, or None where
-    the defaults' trial was the best (nothing to test)."""
-    if not versus or versus["best_trial"] == versus["default_trial"]:
-        return None
-    verdict = "kept the defaults" if versus["kept_defaults"] else "took it"
-    top = versus.get("top_trial", versus["best_trial"])
-    ties = ""
-    if top != versus["best_trial"]:
-        others = [t for t in versus["tied"] if t != top]
-        ties = (
-            f"the best trial {top} could not be told apart from trial(s) "
-            f"{', '.join(map(str, others))}; the nearest the defaults, "
-        )
-    return (
-        f"{ties}trial {versus['best_trial']} vs the defaults' trial {versus['default_trial']} "
-        f"on {versus['n']} validation questions: {versus['diff']:+.3f}, sign-flip p = "
-        f"{versus['p']:.3f} (alpha {versus['alpha']}): {verdict}"
-    )
-
-
-def searched_knobs(trials: Sequence[dict[str, Any]]) -> list[str]:
-    """The knobs whose value differs between ``trials`` (rows of ``trial_rows``)."""
-    names = sorted({n for t in trials for n in t["knobs"]})
-    return [n for n in names if len({json.dumps(t["knobs"].get(n)) for t in trials}) > 1]
-
-
-def trial_cells(t: dict[str, Any], knobs: str) -> list[str]:
-    """A trial row as text cells: trial, ``knobs`` (as the caller shows them), demonstrations,
-    validation score, questions, tokens a question, calls, state."""
-    return [
-        str(t["trial"]),
-        knobs,
-        str(t["demos"]),
-        "-" if t["score"] is None else f"{t['score']:.3f}",
-        str(t["n"] or "-"),
-        "-" if t["tokens"] is None or not t["n"] else f"{t['tokens']:,.0f}",
-        str(t["calls"] or 0),
-        state_cell(t["state"], t.get("reason") or ""),
-    ]
-
-
-REASON_WIDTH = 80  # characters of a failure's reason a table shows (the recipe keeps it all)
-
-
-def state_cell(state: str, reason: str = "") -> str:
-    """A trial's state as a table shows it, with its reason cut to ``REASON_WIDTH``
-    characters; a trial a killed or stopped compile left unfinished (Optuna's ``fail``, with
-    no reason: its grid point is tried again by the rerun) reads ``interrupted``."""
-    if state == "fail" and not reason:
-        return "interrupted"
-    reason = " ".join(reason.split())
-    if len(reason) > REASON_WIDTH:
-        reason = reason[: REASON_WIDTH - 3].rstrip() + "..."
-    return state + (f": {reason}" if reason else "")

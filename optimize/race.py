@@ -55,7 +55,6 @@ from netcast.optimize.joint import (
     held_knobs,
     joint_study,
     model_calls,
-    state_cell,
     trial_rows,
 )
 from netcast.optimize.settings import RaceSettings
@@ -662,87 +661,3 @@ def race_table(runners: dict[str, Runner], metric: str) -> list[dict[str, Any]]:
 def clear(workdir: str | Path) -> None:
     """Remove a finished race's working directory (its rows are in the recipe)."""
     shutil.rmtree(workdir, ignore_errors=True)
-
-
-def race_line(race: dict[str, Any]) -> str:
-    """The race's choice in a sentence; a second line where the winner's joint compile tested a
-    grid point against its defaults (the test, and whether it took the point)."""
-    c = race["choice"]
-    tied = [t for t in c["tied"] if t != c["winner"]]
-    if c["winner"] == c["top"]:
-        how = "best validation score" + (
-            f"; {', '.join(tied)} not told apart from it, at more tokens" if tied else ""
-        )
-    else:
-        v = c["versus_top"]
-        how = (
-            f"{c['top']} scored best, but {c['winner']} is not told apart from it "
-            f"({v['diff']:+.3f} on {v['n']} questions, sign-flip p = {v['p']:.3f}, alpha "
-            f"{c['alpha']}) and takes fewer tokens"
-        )
-    line = f"race winner: {c['winner']} ({how})"
-    if gate := c.get("versus_defaults"):  # its joint compile's test against its defaults
-        point = changed_knobs(c["winner"], gate["knobs"])
-        point += "" if gate["demos"] == "none" else f", demos {gate['demos']}"
-        verdict = "kept the defaults" if gate["kept_defaults"] else "took it"
-        top = gate.get("top_trial", gate["best_trial"])
-        tie = "the nearest tie of its top grid point, " if top != gate["best_trial"] else ""
-        line += (
-            f"\n{c['winner']}: {tie}{point} ({gate['score']:.3f}) vs its defaults "
-            f"({gate['default_score']:.3f}) on {gate['n']} validation questions: "
-            f"{gate['diff']:+.3f}, sign-flip p = {gate['p']:.3f} (alpha {gate['alpha']}): {verdict}"
-        )
-    return line
-
-
-RACE_COLUMNS = ("program", "stage", "knobs", "demos", "score", "n", "tokens/q", "calls", "state")
-
-
-def race_title(race: dict[str, Any]) -> str:
-    """The race's size in a line: calls spent of the budget, validation questions, and the
-    model time its rows and trials took (the sum of their questions' seconds)."""
-    choice = race.get("choice") or {}
-    rows = race.get("table") or []
-    hours = sum((r.get("seconds") or 0) * (r.get("n") or 0) for r in rows) / 3600
-    budget = race.get("budget")
-    return (
-        f"strategy race: {race.get('spent')} model calls"
-        + (f" of {budget}" if budget is not None else "")
-        + f", {choice.get('validation_questions', '?')} validation questions, "
-        + f"{hours:.1f} h of model time"
-    )
-
-
-def race_cells(race: dict[str, Any]) -> list[list[str]]:
-    """Each row of the race's table as text: program (the winner marked), stage, the knobs
-    changed from the program's defaults, demonstrations, validation score, questions, tokens
-    a question, calls that reached the model, state (with its reason)."""
-    winner = (race.get("choice") or {}).get("winner")
-    cells = []
-    for r in race.get("table") or []:
-        chosen = r["reason"] == "chosen"
-        won = r["program"] == winner and r["stage"] == "rungs"
-        state = "chosen" if chosen else state_cell(r["state"], r["reason"])
-        cells.append(
-            [
-                r["program"] + (" <- winner" if won else ""),
-                r["stage"],
-                changed_knobs(r["program"], r["knobs"]),
-                str(r["demos"]),
-                "-" if r["score"] is None else f"{r['score']:.3f}",
-                str(r["n"] or "-"),
-                "-" if not r["tokens"] or not r["n"] else f"{r['tokens']:,.0f}",
-                str(r["calls"] or 0),
-                state,
-            ]
-        )
-    return cells
-
-
-def changed_knobs(program: str, knobs: Any) -> str:
-    """``knobs`` as the ones that differ from ``program``'s defaults (``defaults`` if none)."""
-    if not isinstance(knobs, dict):
-        return str(knobs)
-    defaults = get_program(program).knob_defaults()
-    changed = {k: v for k, v in knobs.items() if defaults.get(k) != v}
-    return ", ".join(f"{k}={json.dumps(v)}" for k, v in changed.items()) or "defaults"

@@ -12,7 +12,22 @@ import typer
 from rich.text import Text
 
 from netcast.cli.errors import NetcastGroup
-from netcast.cli.render import (
+from netcast.cli.options import (
+    ApiBaseOpt,
+    ConstrainedOpt,
+    IndexOpt,
+    KnobOpt,
+    LimitOpt,
+    ModelOpt,
+    RetriesOpt,
+    RetrieverOpt,
+    SearchOpt,
+    TimeoutOpt,
+)
+from netcast.cli.options import command_lm as _lm
+from netcast.cli.rerank import rerank_check
+from netcast.errors import InputError, NetcastError
+from netcast.render import (
     console,
     err_console,
     indexing_progress,
@@ -22,64 +37,8 @@ from netcast.cli.render import (
     study_table,
     trials_table,
 )
-from netcast.errors import InputError, NetcastError
 
 app = typer.Typer(cls=NetcastGroup, add_completion=False, no_args_is_help=True, help=__doc__)
-
-ModelOpt = Annotated[
-    Optional[str],  # noqa: UP045  (typer needs Optional here)
-    typer.Option(
-        "--model",
-        help="an embedded model (embedded, embedded-1.5b) or a litellm "
-        "model string; default: embedded",
-    ),
-]
-RetrieverOpt = Annotated[str, typer.Option("--retriever", help="bm25 | dense | hybrid")]
-SearchOpt = Annotated[
-    Optional[str],  # noqa: UP045
-    typer.Option("--retriever", help="bm25 | dense | hybrid; default: the --index's, else bm25"),
-]
-IndexOpt = Annotated[
-    Optional[Path],  # noqa: UP045
-    typer.Option(
-        "--index",
-        help="a saved index directory (netcast index); default: built "
-        "from the dataset's corpus and cached",
-    ),
-]
-KnobOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045
-    typer.Option("--set", help="program knob, key=value (repeatable), e.g. --set top_k=3"),
-]
-LimitOpt = Annotated[Optional[int], typer.Option(help="first N questions")]  # noqa: UP045
-ApiBaseOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045
-    typer.Option(
-        "--api-base",
-        help="model endpoint URL for every model of the command (e.g. http://127.0.0.1:8000/v1);"
-        " repeat it for replicas of the model on several servers: calls are spread over them",
-    ),
-]
-ConstrainedOpt = Annotated[
-    bool,
-    typer.Option(
-        "--constrained/--free-decoding",
-        help="embedded models: decode each step under its JSON schema (default) or freely",
-    ),
-]
-RetriesOpt = Annotated[
-    Optional[int],  # noqa: UP045
-    typer.Option("--retries", help="retries per model call", min=0),
-]
-TimeoutOpt = Annotated[
-    Optional[float],  # noqa: UP045
-    typer.Option(
-        "--timeout",
-        help="seconds a model server may take to reply before the call fails (default 300); "
-        "a question whose calls all fail is counted failed, and the run resumes later",
-        min=0.001,
-    ),
-]
 
 
 def main() -> None:
@@ -93,27 +52,6 @@ def main() -> None:
 def _fail(message: str) -> NoReturn:
     """Stop the command with ``message`` as its one line (exit 2: bad input)."""
     raise InputError(message)
-
-
-def _lm(
-    model: str | None,
-    api_base: list[str] | str | None = None,
-    retries: int | None = None,
-    constrained: bool = True,
-    timeout: float | None = None,
-    **lm_kwargs: Any,
-):
-    from netcast.models import make_lm
-
-    kwargs: dict[str, Any] = {**lm_kwargs, **({} if constrained else {"constrained": False})}
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    if api_base:  # one server, or several replicas (netcast.models.replicas)
-        bases = [api_base] if isinstance(api_base, str) else list(api_base)
-        kwargs["api_base"] = bases[0] if len(bases) == 1 else bases
-    if retries is not None:
-        kwargs["num_retries"] = retries
-    return make_lm(model, **kwargs)
 
 
 def _knobs(pairs: list[str] | None, program: str) -> dict[str, Any]:
@@ -133,8 +71,8 @@ def _joint_settings(
     """The joint optimizer's settings from ``--budget``, ``--grid`` (``demos=`` names the
     demonstration sources; the knobs' values are checked when the compile starts) and
     ``--ties``."""
-    from netcast.evaluation.spec import joint_settings
     from netcast.programs.knobs import parse_grid
+    from netcast.specs.spec import joint_settings
 
     return joint_settings(budget, parse_grid(pairs or []), ties)
 
@@ -501,8 +439,8 @@ def compile_cmd(
 def _compile(recipe: Any, out: Path, threads: int, lm: Any, teacher_lm: Any):
     """``netcast compile``: the recipe run, its artifact loaded back and scored; the result
     and the scores before, after and loaded back."""
-    from netcast.cli.render import race_progress
     from netcast.optimize.workflow import compile_recipe
+    from netcast.render import race_progress
 
     result = compile_recipe(
         recipe,
@@ -572,8 +510,8 @@ def _recompile(
 ):
     """``netcast compile --from``: the artifact's recipe run again with ``lm`` (its knobs
     re-tuned first with ``retune``); the result and the old and new scores."""
-    from netcast.cli.render import race_progress
     from netcast.optimize.workflow import recompile, retune_knobs
+    from netcast.render import race_progress
 
     knobs = retune_knobs(source, lm, trials, select_on) if retune else None
     result, old = recompile(
@@ -592,10 +530,7 @@ def _recompile(
 def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: str) -> None:
     """What a compile found (a race's table and choice, or a joint compile's trials and its
     test against the defaults), its scores, demonstrations and artifact."""
-    from netcast.cli.render import race_table
-    from netcast.cli.verdict import verdict_lines
-    from netcast.optimize.joint import versus_defaults_line
-    from netcast.optimize.race import race_line
+    from netcast.render import race_line, race_table, verdict_lines, versus_defaults_line
 
     if result.race:
         print_table(race_table(result.race))
@@ -707,18 +642,14 @@ def tune(
 def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")]) -> None:
     """Show an artifact's recipe, scores and lineage."""
     from netcast.artifacts import read_artifact
-    from netcast.cli.render import artifact_table
     from netcast.inputs import check_recipe
-    from netcast.optimize.joint import versus_defaults_line
+    from netcast.render import artifact_table, race_line, race_table, versus_defaults_line
 
     recipe, scores, meta = read_artifact(directory)
     check_recipe(directory, recipe)
     print_table(artifact_table(str(directory), recipe, meta))
     joint = recipe.get("joint") or {}
     if recipe.get("race"):  # a strategy race, as `netcast compile` printed it
-        from netcast.cli.render import race_table
-        from netcast.optimize.race import race_line
-
         print_table(race_table(recipe["race"]))
         console.print(race_line(recipe["race"]), markup=False)
     if joint.get("trials"):  # a joint compile's search, as `netcast compile` printed it
@@ -776,7 +707,7 @@ def bench(
     ] = None,
 ) -> None:
     """Run strategies x datasets on the same questions and write a comparison report."""
-    from netcast.evaluation.bench import resolve_programs, run_bench
+    from netcast.specs.bench import resolve_programs, run_bench
 
     if spec is not None:
         _bench_spec(ctx, spec, threads, api_base, retries, timeout)
@@ -824,7 +755,8 @@ def _bench_spec(
     timeout: float | None = None,
 ) -> None:
     """``netcast bench --spec FILE``: the spec run (resumed), then its tables."""
-    from netcast.evaluation.spec import read_spec, run_spec, spec_report
+    from netcast.specs.spec import read_spec, run_spec
+    from netcast.specs.tables import spec_report
 
     for name in SPEC_DECLARES:
         source = ctx.get_parameter_source(name)
@@ -856,23 +788,46 @@ def report(
         typer.Option(help="write the combined report here (required with several directories)"),
     ] = None,
     spec: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option(
+            help="a benchmark spec: print its tables, rebuilt from its saved rows (no model "
+            "call); several with --markdown"
+        ),
+    ] = None,
+    markdown: Annotated[
+        bool,
+        typer.Option(
+            "--markdown", help="with --spec: the docs' table of the specs (--view), in markdown"
+        ),
+    ] = False,
+    view: Annotated[str, typer.Option(help="with --markdown: rows | race | headline")] = "rows",
+    write: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(
-            help="a benchmark spec: print its tables, rebuilt from its saved rows (no model call)"
+            help="with --markdown: write the table into this page, between the markers that "
+            "name this command, instead of printing it"
         ),
     ] = None,
 ) -> None:
     """Rebuild a bench report from saved results (no model calls); several run directories
     (e.g. one per model) combine into one report written to --out. With --spec, a spec's
-    tables in markdown."""
-    from netcast.evaluation.report import write_report
+    tables in markdown; with --markdown, the docs' table of one or more specs."""
+    from netcast.specs.report import write_report
 
-    if spec is not None:
-        from netcast.evaluation.spec import read_spec, spec_report
+    if markdown:
+        _docs_table(spec or [], view, write, bool(run_dirs or out))
+        return
+    if write is not None or view != "rows":
+        _fail("--view and --write go with --markdown")
+    if spec:
+        from netcast.specs.spec import read_spec
+        from netcast.specs.tables import spec_report
 
         if run_dirs or out:
             _fail("--spec names its run directory: give no directories or --out with it")
-        tables = spec_report(read_spec(spec))
+        if len(spec) > 1:
+            _fail("one --spec at a time (several with --markdown)")
+        tables = spec_report(read_spec(spec[0]))
         console.print(tables, soft_wrap=True, markup=False)
         return
     if not run_dirs:
@@ -883,4 +838,20 @@ def report(
     console.print(path.read_text(), soft_wrap=True, markup=False)
 
 
-from netcast.cli import rerank as _rerank  # noqa: E402, F401  (registers rerank-check)
+def _docs_table(specs: list[Path], view: str, write: Path | None, dirs: bool) -> None:
+    """``netcast report --markdown``: the docs' table of ``specs``, printed or written into a
+    page between its markers."""
+    from netcast.specs.docs import command, docs_table, write_blocks
+    from netcast.specs.spec import read_spec
+
+    if not specs or dirs:
+        _fail("--markdown reads specs: give --spec FILE (repeatable), no directories or --out")
+    table = docs_table([read_spec(s) for s in specs], view)
+    if write is None:
+        console.print(table, soft_wrap=True, markup=False, highlight=False)
+        return
+    n = write_blocks(write, command(specs, view), table)
+    console.print(f"{write}: {n} table(s) written", soft_wrap=True, markup=False)
+
+
+app.command("rerank-check")(rerank_check)

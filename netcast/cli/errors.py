@@ -31,8 +31,8 @@ from rich.markup import escape
 from typer._click.exceptions import UsageError  # typer's bundled click: typer.BadParameter's base
 from typer.core import TyperGroup
 
-from netcast.cli.render import err_console
 from netcast.errors import NetcastError, NetcastWarning
+from netcast.render import err_console
 
 INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT
 

@@ -1,16 +1,15 @@
-"""``netcast rerank-check``: which rerank signal keeps the gold documents, measured on data with
-gold evidence (``netcast.evaluation.rerank``, callable from Python) and rendered here: recall@keep
-of the gold documents at one or more keeps, with a 95% bootstrap interval, and seconds per
-question."""
+"""``netcast rerank-check`` (registered by ``netcast.cli.app``): which rerank signal keeps the
+gold documents, measured on data with gold evidence (``netcast.evaluation.rerank``, callable
+from Python) and rendered by ``netcast.render.rerank_table``: recall@keep of the gold documents
+at one or more keeps, with a 95% bootstrap interval, and seconds per question."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from netcast.cli.app import (
+from netcast.cli.options import (
     ApiBaseOpt,
     IndexOpt,
     LimitOpt,
@@ -18,17 +17,14 @@ from netcast.cli.app import (
     RetriesOpt,
     RetrieverOpt,
     TimeoutOpt,
-    _lm,
-    app,
-    console,
+    command_lm,
 )
 from netcast.errors import InputError
-from netcast.evaluation.rerank import RerankCheck
+from netcast.render import console, rerank_table
 
 DEFAULT_SIGNALS = "retriever,dense,likelihood,verdict,rrf:retriever+dense"
 
 
-@app.command("rerank-check")
 def rerank_check(
     dataset: Annotated[str, typer.Option(help="dataset name or a .jsonl file (with gold ids)")],
     split: Annotated[str, typer.Option(help="train | dev | all")] = "dev",
@@ -56,38 +52,13 @@ def rerank_check(
     names = check_signals(signals.split(","))
     keeps = check_keeps(_keeps(keep), pool)
     wants_model = model or any(needs_model(s) for s in names)
-    lm = _lm(model, api_base, retries, timeout=timeout) if wants_model else None
+    lm = command_lm(model, api_base, retries, timeout=timeout) if wants_model else None
     data = load_dataset(dataset, split, limit, corpus_required=not index)
     searcher = open_retriever(data, index, kind=retriever, counter=token_counter(lm))
     if not any(e.get("gold_ids") for e in data.examples):
         raise InputError(f"{dataset}/{split}: no question has gold evidence (gold_ids)")
     check = rerank_check(data.examples, searcher, names, pool, keeps, lm=lm)
-    console.print(render(check, f"{dataset}/{split}", retriever, lm, seed))
-
-
-def render(check: RerankCheck, data: str, retriever: str, lm=None, seed: int = 0) -> Table:
-    """The measurement as a table: per signal, recall@keep with its 95% interval per keep, and
-    reranking seconds per question."""
-    shown = ",".join(str(k) for k in check.keeps)
-    table = Table(
-        title=f"rerank-check: {data}, {retriever} pool of {check.pool}, keep {shown}, "
-        f"n = {check.n}",
-        caption=f"recall@{check.pool} of the pool itself: {check.pool_mean_recall():.3f} "
-        f"(retrieval {check.pool_seconds / check.n:.3f} s/q); seconds: reranking only"
-        + (f"; model {lm.model}" if lm is not None else ""),
-    )
-    table.add_column("signal", min_width=max(map(len, check.signals)))  # names are never cut
-    for k in check.keeps:
-        table.add_column(f"recall@{k}", justify="right")
-        table.add_column("95% CI", justify="right")
-    table.add_column("s/q", justify="right")
-    for name in check.signals:
-        cells = []
-        for k in check.keeps:
-            low, high = check.interval(name, k, seed)
-            cells += [f"{check.mean_recall(name, k):.3f}", f"[{low:.3f}, {high:.3f}]"]
-        table.add_row(name, *cells, f"{check.seconds_per_question(name):.3f}")
-    return table
+    console.print(rerank_table(check, f"{dataset}/{split}", retriever, lm, seed))
 
 
 def _keeps(keep: str) -> list[int]:

@@ -1,5 +1,6 @@
-"""Evaluation: metrics, scoring a program on questions (resumable run logs), benches across
-programs, reference rows, statistics, and reports built from saved rows (no model calls)."""
+"""Evaluation primitives, below ``netcast.optimize``: metrics, scoring a program on questions
+(resumable run logs), statistics, and the rerank check. Benchmarks, specs and their reports,
+which compile with the optimizers, are the floor above (``netcast.specs``)."""
 
 from netcast.evaluation.evaluate import EvalResult, aggregate, evaluate, score
 from netcast.evaluation.metrics import em_metric, exact_match, f1_metric, f1_score

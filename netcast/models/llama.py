@@ -15,6 +15,7 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,22 @@ _LOADED: weakref.WeakSet = weakref.WeakSet()
 def _close_loaded() -> None:
     for engine in list(_LOADED):
         engine.close()
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """The process's stderr (file descriptor 2) silenced: llama.cpp logs a line per adapted
+    tensor when it loads an adapter ("cannot use buft 'CPU_REPACK', fallback to CPU"), which
+    ``verbose=False`` does not hold back. A failed load still raises."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def load_cpu_backends() -> int:
@@ -147,8 +164,6 @@ class LlamaCppEngine:
             from llama_cpp import Llama
 
             load_cpu_backends()
-            from netcast.models.lora import quiet_native_stderr
-
             # an adapter's load logs a line per tensor on stderr: held back
             with quiet_native_stderr() if self.lora_path else contextlib.nullcontext():
                 self._llm = Llama(

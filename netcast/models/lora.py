@@ -14,9 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -72,22 +69,6 @@ def require_extra() -> None:
             f"{' and '.join(missing)} not installed: finetuning and tuned models need "
             'pip install "netcast[finetune]"'
         )
-
-
-@contextmanager
-def quiet_native_stderr() -> Iterator[None]:
-    """The process's stderr (file descriptor 2) silenced: llama.cpp logs a line per adapted
-    tensor when it loads an adapter ("cannot use buft 'CPU_REPACK', fallback to CPU"), which
-    ``verbose=False`` does not hold back. A failed load still raises."""
-    sys.stderr.flush()
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
 
 
 def adapters_dir() -> Path:

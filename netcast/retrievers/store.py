@@ -107,8 +107,8 @@ def save_index(
     retriever: Retriever, directory: str | Path, shared: bool = False, **info: Any
 ) -> Path:
     """Write the index directory atomically (a temporary sibling, then a rename). ``shared``:
-    a cache directory named by its content, which another process may write at the same time
-    (``atomic_directory``: the first one written is kept)."""
+    a cache directory named by its content, which other processes may build too: the write
+    holds the key's file lock (``atomic_directory``)."""
     directory = Path(directory)
     with atomic_directory(directory, "index.json", "index", shared=shared) as tmp:
         write_index_files(retriever, tmp, **info)

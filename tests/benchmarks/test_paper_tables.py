@@ -11,7 +11,8 @@ import pytest
 
 from helpers import last_question
 from netcast.errors import InputError
-from netcast.evaluation.spec import read_spec, run_spec, spec_report
+from netcast.specs.spec import read_spec, run_spec
+from netcast.specs.tables import spec_report
 
 
 def table_rows(out: str, first_cell: str) -> list[list[str]]:

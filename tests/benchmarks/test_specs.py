@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from netcast.cli.app import app
-from netcast.evaluation.spec import read_spec, run_spec, spec_paths
+from netcast.specs.spec import read_spec, run_spec, spec_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = spec_paths(ROOT / "benchmarks" / "specs")

@@ -1,11 +1,13 @@
 """``atomic_directory``: a directory written whole or not at all, and a shared (content-named)
-one that concurrent writers do not pull from under each other."""
+one whose concurrent writers take turns under its key's file lock."""
 
+import multiprocessing
+import time
 from pathlib import Path
 
 import pytest
 
-from netcast.files import atomic_directory
+from netcast.files import atomic_directory, key_lock
 
 
 def written_by(directory: Path) -> str:
@@ -22,27 +24,44 @@ def leftovers(target: Path) -> list[str]:
     return [p.name for p in target.parent.iterdir() if p.name.startswith(f".{target.name}.")]
 
 
-def test_a_shared_directory_another_process_wrote_meanwhile_is_kept(tmp_path):
-    target = tmp_path / "index"
+def build_slowly(target: Path, who: str, inside: Path) -> None:
+    """Another process's build of the same shared directory: it says when it is inside,
+    then takes its time."""
     with atomic_directory(target, "index.json", "index", shared=True) as tmp:
-        write(tmp, "me")
-        write(target, "another worker")  # it finished its build first, and may be reading it
-    assert written_by(target) == "another worker" and not leftovers(target)
+        inside.touch()
+        write(tmp, who)
+        time.sleep(1.0)
 
 
-def test_a_shared_directory_renamed_into_place_under_us_is_kept(tmp_path, monkeypatch):
-    # the other worker's rename lands between the check and ours: ours fails (not empty)
+def test_two_processes_building_one_shared_directory_take_turns(tmp_path):
+    target, inside = tmp_path / "index", tmp_path / "inside"
+    other = multiprocessing.get_context("fork").Process(
+        target=build_slowly, args=(target, "another worker", inside)
+    )
+    other.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not inside.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert inside.exists()
+        with atomic_directory(target, "index.json", "index", shared=True) as tmp:
+            # the lock held this build back until the other one was renamed into place whole
+            assert written_by(target) == "another worker"
+            write(tmp, "me")
+    finally:
+        other.join(30)
+    assert other.exitcode == 0
+    assert written_by(target) == "me" and not leftovers(target)
+
+
+def test_the_shared_directory_lock_is_one_reentrant_lock_per_key(tmp_path):
     target = tmp_path / "index"
-    rename = Path.rename
-
-    def late(self, to):
-        write(target, "another worker")
-        return rename(self, to)
-
-    with atomic_directory(target, "index.json", "index", shared=True) as tmp:
-        write(tmp, "me")
-        monkeypatch.setattr(Path, "rename", late)
-    assert written_by(target) == "another worker" and not leftovers(target)
+    lock = key_lock(target)
+    assert key_lock(target) is lock and key_lock(tmp_path / "other") is not lock
+    with lock, atomic_directory(target, "index.json", "index", shared=True) as tmp:
+        write(tmp, "me")  # the caller's lock does not block its own build
+    assert written_by(target) == "me" and not leftovers(target)
+    assert not lock.is_locked
 
 
 def test_a_stale_shared_directory_there_before_the_build_is_replaced(tmp_path):

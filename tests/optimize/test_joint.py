@@ -435,7 +435,7 @@ def test_a_point_whose_replies_do_not_parse_fails_alone_and_is_not_tried_again(
 
 
 def test_a_tables_state_cell_names_an_interrupted_trial_and_cuts_a_long_reason():
-    from netcast.optimize.joint import REASON_WIDTH, state_cell
+    from netcast.render import REASON_WIDTH, state_cell
 
     assert state_cell("fail") == "interrupted"  # left running by a killed compile
     assert state_cell("complete") == "complete"

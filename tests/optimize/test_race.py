@@ -8,9 +8,10 @@ from helpers import capitals_file, distracted, last_question
 from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
-from netcast.optimize.race import StrategyRace, candidates, race_line
+from netcast.optimize.race import StrategyRace, candidates
 from netcast.optimize.settings import RaceSettings
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
+from netcast.render import race_line
 
 # the deep stage searches a small grid: basic's top_k and multihop's passages_per_hop
 FIXED = {"chain_of_thought": False, "links": 0, "max_hops": 2}

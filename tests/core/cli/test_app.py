@@ -279,7 +279,7 @@ def test_a_free_decoding_run_records_it_so_it_never_resumes_a_constrained_one():
 def test_the_trials_table_shows_the_searched_knobs_and_names_the_held_ones_once():
     from rich.console import Console
 
-    from netcast.cli.render import trials_table
+    from netcast.render import trials_table
 
     held = {"filter": False, "crop": False, "selector": "exact"}
     trials = [
@@ -364,7 +364,7 @@ def test_grid_without_a_joint_compile_or_values_is_one_line(tmp_path, extra, mes
 
 
 def test_the_joint_verdict_names_the_tie_taken_nearest_the_defaults():
-    from netcast.optimize.joint import versus_defaults_line
+    from netcast.render import versus_defaults_line
 
     versus = {"default_trial": 0, "n": 100, "diff": 0.16, "p": 0.001, "alpha": 0.1}
     taken = {**versus, "best_trial": 2, "kept_defaults": False}

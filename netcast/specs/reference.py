@@ -4,7 +4,7 @@ strategies (never strategies themselves, and never registered as programs).
 Both run ``basic``'s answer step as shipped (the same Signature, the same output cap) with the
 same model: ``reference-gold`` given only the question's gold passages (the data's own
 annotation), ``reference-closed`` given no passage. A strategy's share of the gap closed is
-``(F1 - basic) / (gold - basic)`` (``optimize.report``)."""
+``(F1 - basic) / (gold - basic)`` (``netcast.specs.report``)."""
 
 from __future__ import annotations
 

@@ -13,14 +13,14 @@ import dspy
 from netcast.data import load_dataset
 from netcast.errors import InputError, ModelCallError
 from netcast.evaluation.evaluate import EvalResult, evaluate
-from netcast.evaluation.reference import reference_name, reference_readers
-from netcast.evaluation.report import bench_commands, write_report
 from netcast.files import short_hash, slug
 from netcast.models import decoding_info, token_counter
 from netcast.models.factory import check_questions, preflight
 from netcast.programs import get_program, program_names
 from netcast.programs.knobs import parse_pairs, validate
 from netcast.session import build_program, load, open_retriever
+from netcast.specs.reference import reference_name, reference_readers
+from netcast.specs.report import bench_commands, write_report
 
 
 def resolve_programs(spec: str | Sequence[str]) -> list[str]:

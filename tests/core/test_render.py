@@ -1,4 +1,4 @@
-from netcast.cli.verdict import DECISIVE_N, verdict_lines
+from netcast.render import DECISIVE_N, verdict_lines
 
 
 def test_a_small_dev_set_is_called_a_smoke_run_with_the_command_that_decides():

@@ -3,16 +3,16 @@ import json
 import pytest
 
 from helpers import last_question
-from netcast.evaluation.bench import run_bench
-from netcast.evaluation.report import (
+from netcast.evaluation.stats import bootstrap_ci, paired_p_value
+from netcast.pareto import pareto_indices
+from netcast.specs.bench import run_bench
+from netcast.specs.report import (
     NEAR_BEST,
     cheapest_near_best,
     read_results,
     summary_rows,
     write_report,
 )
-from netcast.evaluation.stats import bootstrap_ci, paired_p_value
-from netcast.pareto import pareto_indices
 
 
 def write_run(run_dir, data, model=None):

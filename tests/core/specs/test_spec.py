@@ -8,7 +8,8 @@ import pytest
 
 from helpers import capitals_file, distracted
 from netcast.errors import InputError
-from netcast.evaluation.spec import read_spec, run_spec, spec_report
+from netcast.specs.spec import read_spec, run_spec
+from netcast.specs.tables import spec_report
 
 GOOD = """
 title = "A small spec"

@@ -21,10 +21,11 @@ import numpy as np
 from netcast.errors import InputError
 from netcast.evaluation.evaluate import step_totals
 from netcast.evaluation.metrics import BY_NAME, COST, QUALITY
-from netcast.evaluation.reference import GOLD, REFERENCES
 from netcast.evaluation.runlog import read_rows, read_run_info
 from netcast.evaluation.stats import bootstrap_ci, paired
 from netcast.pareto import pareto_indices
+from netcast.render import fmt, fmt_ci, fmt_diff, fmt_p, markdown_table
+from netcast.specs.reference import GOLD, REFERENCES
 
 BASELINE = "basic"
 NEAR_BEST = 0.02  # "within 2 F1 of the best" (the issue's cost target), on the 0-1 scale
@@ -273,25 +274,6 @@ def scatter_png(rows: Sequence[dict], path: Path, quality: str = "f1") -> Path:
     return path
 
 
-def _fmt_ci(ci) -> str:
-    mean, low, high = ci
-    return "-" if mean is None else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
-
-
-def _fmt_diff(ci) -> str:
-    mean, low, high = ci
-    return "-" if mean is None else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
-
-
-def _fmt_p(p: float | None) -> str:
-    """A p-value; below the permutation test's resolution (5,000 sign flips) as a bound."""
-    return "-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _fmt(value, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 TABLE_COLUMNS = [
     "dataset",
     "model",
@@ -315,14 +297,14 @@ def table_cells(row: dict) -> list[str]:
         short_model(row["model"]),
         row["program"] + (" (reference)" if row.get("reference") else ""),
         str(row["n"]),
-        *(_fmt_ci(row[m]) for m in QUALITY),
-        _fmt_diff(row["diff_vs_basic"]),
-        _fmt_p(row["p_vs_basic"]),
-        _fmt_diff(row["diff_vs_uncompiled"]),
-        _fmt_p(row["p_vs_uncompiled"]),
+        *(fmt_ci(row[m]) for m in QUALITY),
+        fmt_diff(row["diff_vs_basic"]),
+        fmt_p(row["p_vs_basic"]),
+        fmt_diff(row["diff_vs_uncompiled"]),
+        fmt_p(row["p_vs_uncompiled"]),
         "-" if row.get("gap_closed") is None else f"{100 * row['gap_closed']:.0f}%",
         *(BY_NAME[m].format(row[m]) for m in COST),
-        _fmt(row["parse_failures_per_100_calls"], 1),
+        fmt(row["parse_failures_per_100_calls"], 1),
         "-" if row["acceptance"] is None else f"{100 * row['acceptance']:.0f}%",
     ]
 
@@ -350,20 +332,18 @@ def step_lines(rows: Sequence[dict]) -> list[str]:
         "predate this count); `fallbacks` = the program "
         "went on without the step's output; `accepted`/`rejected` = rule checks on its output.",
         "",
-        "| dataset | model | program | step | " + " | ".join(STEP_COLUMNS) + " | top rejection |",
-        "|" + "|".join("---" for _ in range(len(STEP_COLUMNS) + 5)) + "|",
     ]
+    cells = []
     for row in rows:
         for name, counts in sorted(row["steps"].items()):
             reasons = counts.get("reasons") or {}
             top = max(reasons, key=reasons.get) if reasons else "-"
-            cells = [str(counts[c]) if c in counts else "-" for c in STEP_COLUMNS]
-            lines.append(
-                f"| {row['dataset']} | {short_model(row['model'])} | {row['program']} | {name} | "
-                + " | ".join(cells)
-                + f" | {top} |"
+            counted = [str(counts[c]) if c in counts else "-" for c in STEP_COLUMNS]
+            cells.append(
+                [row["dataset"], short_model(row["model"]), row["program"], name, *counted, top]
             )
-    return [*lines, ""]
+    columns = ["dataset", "model", "program", "step", *STEP_COLUMNS, "top rejection"]
+    return [*lines, *markdown_table(columns, cells)]
 
 
 def cost_lines(rows: Sequence[dict], quality: str = "f1") -> list[str]:
@@ -395,16 +375,14 @@ def model_lines(results: Sequence[Results], quality: str = "f1", seed: int = 0) 
         f"Paired on the questions both answered: {quality.upper()} of B - A, 95% bootstrap "
         "interval, sign-flip p.",
         "",
-        "| dataset | program | A | B | n | B - A [95% CI] | p |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for pair in pairs:
-        lines.append(
-            f"| {pair['dataset']} | {pair['program']} | {_run_label(pair['a'])} | "
-            f"{_run_label(pair['b'])} | {pair['n']} | {_fmt_diff(pair['diff'])} | "
-            f"{_fmt_p(pair['p'])} |"
-        )
-    return [*lines, ""]
+    cells = [
+        [p["dataset"], p["program"], _run_label(p["a"]), _run_label(p["b"]), str(p["n"]),
+         fmt_diff(p["diff"]), fmt_p(p["p"])]
+        for p in pairs
+    ]  # fmt: skip
+    columns = ["dataset", "program", "A", "B", "n", "B - A [95% CI]", "p"]
+    return [*lines, *markdown_table(columns, cells)]
 
 
 def write_report(
@@ -444,11 +422,10 @@ def write_report(
         "question's gold passages (reference-gold) or none (reference-closed); gap closed = "
         "(F1 - basic) / (reference-gold - basic), same model and questions.",
         "",
-        "| " + " | ".join(TABLE_COLUMNS) + " |",
-        "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|",
+        *markdown_table(TABLE_COLUMNS, [table_cells(r) for r in rows]),
+        f"![quality vs cost]({png.name})",
+        "",
     ]
-    lines += ["| " + " | ".join(table_cells(r)) + " |" for r in rows]
-    lines += ["", f"![quality vs cost]({png.name})", ""]
     lines += cost_lines(rows, quality)
     lines += model_lines(results, quality, seed)
     lines += step_lines(rows)

@@ -5,8 +5,8 @@ import dspy
 import pytest
 
 from netcast.errors import InputError
-from netcast.evaluation.reference import gold_context, reference_readers
-from netcast.evaluation.report import add_gap_closed, strategies
+from netcast.specs.reference import gold_context, reference_readers
+from netcast.specs.report import add_gap_closed, strategies
 
 
 def example(qid, question, gold):
@@ -73,7 +73,7 @@ def test_gap_closed_is_the_share_of_the_way_from_basic_to_the_gold_reader():
 
 
 def test_a_bench_runs_the_reference_rows_and_reports_the_gap_closed(scripted_lm, tmp_path):
-    from netcast.evaluation.bench import run_bench
+    from netcast.specs.bench import run_bench
 
     def reader(prompt):  # right exactly when its context holds a supporting paragraph
         return {"answer": "right" if "[[ ## context ## ]]\n[]" not in prompt else "wrong"}

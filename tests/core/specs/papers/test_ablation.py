@@ -4,9 +4,11 @@ import json
 
 import pytest
 
-from netcast.evaluation import ablation
-from netcast.evaluation.spec import read_spec, spec_report
 from netcast.evaluation.stats import bootstrap_ci
+from netcast.specs.papers import agentic_test_time, fishing_for_answers, iterkey
+from netcast.specs.papers.common import Run
+from netcast.specs.spec import read_spec
+from netcast.specs.tables import spec_report
 
 
 def test_one_shot_chunk_retention_is_one_ratio_of_chunk_counts():
@@ -19,11 +21,11 @@ def test_one_shot_chunk_retention_is_one_ratio_of_chunk_counts():
             ]
         }
     }
-    kept = ablation.retention([row])
+    kept = fishing_for_answers.retention([row])
     assert kept["filter"] == pytest.approx(0.8)
     assert kept["crop"] == pytest.approx(0.9)  # only "dropped" removes a chunk
     assert kept["all"] == pytest.approx(0.72)
-    detail = ablation.stage_detail(ablation.Run("x", "one_shot", {}, [row]))
+    detail = fishing_for_answers.stage_detail(Run("x", "one_shot", {}, [row]))
     assert detail[1] == "9.0 / 41.0"
     assert detail[5] == "6 / 4"  # accepted crops include unchanged and dropped ones
     assert detail[6] == "2 / 3 / 1"
@@ -38,15 +40,15 @@ def test_retrievals_count_search_rounds():
             "searches": [{}, {}, {}],
         }
     }
-    assert ablation.retrievals(basic) == 1
-    assert ablation.retrievals(agent) == 2
+    assert fishing_for_answers.retrievals(basic) == 1
+    assert fishing_for_answers.retrievals(agent) == 2
 
 
 def test_em_by_searches_has_bootstrap_intervals():
     def row(n, em):
         return {"trace": {"searches": [{}] * n}, "scores": {"em": em}}
 
-    curve = ablation.em_by_searches([row(1, 1.0), row(1, 0.0), row(1, 1.0), row(3, 0.0)])
+    curve = agentic_test_time.em_by_searches([row(1, 1.0), row(1, 0.0), row(1, 1.0), row(3, 0.0)])
     assert list(curve) == [1, 3]
     assert curve[1] == (3, *bootstrap_ci([1.0, 0.0, 1.0]))
     assert curve[3][:2] == (1, 0.0)
@@ -67,7 +69,7 @@ def test_verification_reads_every_iteration():
         # nothing validated, the last answer (returned) is right: Base and VerifiedTrue count it
         row([("Lyon", False), ("Paris", False)], 1.0),
     ]
-    v = ablation.verification(rows)
+    v = iterkey.verification(rows)
     assert v["first"] == 0.25
     assert v["base"] == 0.5
     assert v["true"] == 0.75
@@ -87,7 +89,7 @@ def test_recall_at_k_reads_the_answer_in_retrieved_documents(bm25):
             },
         }
     ]
-    curve, share = ablation.recall_at(rows, bm25, [1, 3, 6])
+    curve, share = iterkey.recall_at(rows, bm25, [1, 3, 6])
 
     def hits(query):
         ranked = [h.chunk.id for h in bm25.search(query, 6)]

@@ -1,0 +1,179 @@
+"""The docs' result tables, generated from the specs' saved rows (``netcast report --spec ...
+--markdown``), so that every figure a page shows has one source. A page holds each table
+between two markers, the first of which is the command that prints it:
+
+    <!-- netcast report --markdown --spec benchmarks/specs/decisive-wide-0.5b.toml -->
+    | row | n | F1 [95% CI] | ...
+    <!-- /netcast report -->
+
+``--write PAGE`` rewrites the blocks of a page whose command is the one run; a test holds every
+committed page to what its commands print.
+
+Views (``--view``): ``rows`` (each row of the specs but those of earlier code, best F1 first; a
+model column, the spec's ``model``, where there are several specs), ``race`` (each spec's
+strategy race: its size, its winner on the spec's questions) and ``headline`` (each spec's
+``basic`` at its defaults, its best compiled row and the gold-passage reference)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from netcast.errors import InputError
+from netcast.render import changed_knobs, fmt, fmt_ci, fmt_diff, fmt_p, markdown_table, race_hours
+from netcast.specs.model import Spec
+from netcast.specs.report import GOLD, summary_rows
+from netcast.specs.tables import spec_results
+
+VIEWS = ("rows", "race", "headline")
+BLOCK = re.compile(
+    r"^<!-- (netcast report [^\n]*?) -->\n(.*?)^<!-- /netcast report -->$", re.M | re.S
+)
+
+
+def _rows(spec: Spec) -> dict[str, dict[str, Any]]:
+    """A bench spec's summary rows (``report.summary_rows``) by row name."""
+    if spec.file.kind != "bench":
+        raise InputError(
+            f"{spec.path}: an ablation spec has no docs table; its report has its tables"
+        )
+    results = spec_results(spec)
+    return {r["program"]: r for r in summary_rows(results)} if results else {}
+
+
+def _tokens(row: dict[str, Any] | None) -> str:
+    return "-" if row is None or row["tokens_in"] is None else f"{row['tokens_in']:,.0f}"
+
+
+def rows_table(specs: Sequence[Spec]) -> list[str]:
+    """Every row of ``specs`` but those of earlier code (``kept``: the spec's full report has
+    them), best F1 first: F1 with its interval, the paired difference against ``basic``, the
+    gap closed, the answer in context and the prompt tokens."""
+    several = len(specs) > 1
+    columns = ["row", "n", "F1 [95% CI]", "vs `basic` [95% CI]", "p", "gap closed"]
+    columns += ["answer in context", "prompt tokens/q"]
+    cells = []
+    for spec in specs:
+        rows = [r for r in _rows(spec).values() if r["program"] not in spec.file.kept]
+        rows.sort(key=lambda r: -(r["f1"][0] or 0.0))
+        for r in rows:
+            gap = r.get("gap_closed")
+            name = r["program"] + (" (reference)" if r["reference"] else "")
+            cells.append(
+                [*([spec.file.model] if several else []), name, str(r["n"]),
+                 fmt_ci(r["f1"]), fmt_diff(r["diff_vs_basic"]), fmt_p(r["p_vs_basic"]),
+                 "-" if gap is None else f"{100 * gap:.0f}%", fmt(r["answer_in_context"][0], 2),
+                 _tokens(r)]
+            )  # fmt: skip
+    return markdown_table(["model", *columns] if several else columns, cells)
+
+
+def _recipe(entry: Any) -> dict[str, Any] | None:
+    path = Path(entry.artifact) / "recipe.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _winner(recipe: dict[str, Any]) -> str:
+    """A race's winner: the program, the knobs it changed, the demonstrations it kept."""
+    program = recipe["program"]
+    won = [r for r in recipe["race"]["table"] if r["program"] == program]
+    demos = next((r["demos"] for r in won if r["reason"] == "chosen"), "none")
+    knobs = changed_knobs(program, recipe["knobs"])
+    return f"{program}: {knobs}" + ("" if demos == "none" else f", demos {demos}")
+
+
+def race_table(specs: Sequence[Spec]) -> list[str]:
+    """Each spec's strategy race (a compiled artifact that a race made): the calls it spent of
+    its budget and its model time, its winner, and the winner's row on the spec's questions
+    beside ``basic`` and the gold-passage reference."""
+    columns = ["spec", "race", "winner", "n", "F1 [95% CI]", "vs `basic` [95% CI]", "p"]
+    columns += ["gold passages", "prompt tokens/q"]
+    cells = []
+    for spec in specs:
+        rows = _rows(spec)
+        gold = rows.get(GOLD)
+        for entry in spec.file.compiled:
+            recipe = _recipe(entry)
+            if not recipe or not recipe.get("race") or entry.name not in rows:
+                continue
+            race, r = recipe["race"], rows[entry.name]
+            budget = race.get("budget")
+            size = f"{race['spent']:,}" + (f" of {budget:,}" if budget is not None else "")
+            cells.append(
+                [spec.name, f"{size} calls, {race_hours(race):.1f} h", _winner(recipe),
+                 str(r["n"]), fmt_ci(r["f1"]), fmt_diff(r["diff_vs_basic"]),
+                 fmt_p(r["p_vs_basic"]), fmt_ci(gold["f1"]) if gold else "-", _tokens(r)]
+            )  # fmt: skip
+    return markdown_table(columns, cells)
+
+
+def headline_table(specs: Sequence[Spec]) -> list[str]:
+    """Each spec's ``basic`` at its defaults, its best compiled row (the highest F1 among its
+    compiled artifacts, the first in the spec's order on a tie) with the paired difference
+    against ``basic``, and the gold-passage reference."""
+    columns = ["spec", "model", "n", "`basic`", "best compiled", "F1 [95% CI]"]
+    columns += ["vs `basic` [95% CI]", "p", "gold passages"]
+    cells = []
+    for spec in specs:
+        rows = _rows(spec)
+        compiled = [rows[e.name] for e in spec.file.compiled if e.name in rows]
+        if "basic" not in rows or not compiled:
+            continue
+        best = max(compiled, key=lambda r: r["f1"][0] or 0.0)
+        gold = rows.get(GOLD)
+        cells.append(
+            [spec.name, spec.file.model, str(best["n"]), fmt_ci(rows["basic"]["f1"]),
+             best["program"], fmt_ci(best["f1"]), fmt_diff(best["diff_vs_basic"]),
+             fmt_p(best["p_vs_basic"]), fmt_ci(gold["f1"]) if gold else "-"]
+        )  # fmt: skip
+    return markdown_table(columns, cells)
+
+
+def docs_table(specs: Sequence[Spec], view: str = "rows") -> str:
+    """The ``view`` table of ``specs`` in markdown (no blank line after it)."""
+    views = {"rows": rows_table, "race": race_table, "headline": headline_table}
+    if view not in views:
+        raise InputError(f"unknown --view {view!r}; choose one of {', '.join(VIEWS)}")
+    return "\n".join(views[view](specs)).rstrip("\n")
+
+
+def command(specs: Sequence[str | Path], view: str = "rows") -> str:
+    """The command that prints a docs table, as its block's marker names it."""
+    words = ["netcast", "report", "--markdown"] + (["--view", view] if view != "rows" else [])
+    for spec in specs:
+        words += ["--spec", str(spec)]
+    return shlex.join(words)
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """A page's generated blocks: (the command its marker names, the text between markers)."""
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(text)]
+
+
+def write_blocks(page: str | Path, line: str, table: str) -> int:
+    """Put ``table`` between the markers of every block of ``page`` whose command is ``line``;
+    how many blocks there were (none: one ``InputError`` naming the page and the marker)."""
+    page = Path(page)
+    try:
+        text = page.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"{page}: cannot read the page ({err.strerror})") from None
+    mine = shlex.split(line)
+    found = 0
+
+    def fill(match: re.Match[str]) -> str:
+        nonlocal found
+        if shlex.split(match.group(1)) != mine:
+            return match.group(0)
+        found += 1
+        return f"<!-- {match.group(1)} -->\n{table}\n<!-- /netcast report -->"
+
+    text = BLOCK.sub(fill, text)
+    if not found:
+        raise InputError(f"{page}: no block marked <!-- {line} --> ... <!-- /netcast report -->")
+    page.write_text(text, encoding="utf-8")
+    return found
