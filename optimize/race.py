@@ -96,19 +96,49 @@ def demo_sources(name: str, demos: Sequence[str]) -> list[str]:
 
 
 def shared_knobs(names: Sequence[str], fixed: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``fixed`` (``--set``) split by program: each knob held where the program declares it; a
-    knob no raced program declares stops here."""
+    """``fixed`` (``--set``) split by program, under each program's own knob names: a knob
+    reaches every raced program that has it, by its name or an alias (``k``, the retrieval
+    depth, reaches every strategy that retrieves a number of passages; ``top_k``, basic's
+    alias, basic alone); a knob no raced program has stops here, as does a bad value (named
+    with its program)."""
     by_program: dict[str, dict[str, Any]] = {n: {} for n in names}
     for knob, value in fixed.items():
-        holders = [n for n in names if knob in get_program(n).Knobs.model_fields]
+        holders = knob_holders(names, knob)
         if not holders:
-            raise InputError(f"knob {knob!r} is a knob of none of {', '.join(names)}")
+            raise InputError(
+                f"--set {knob}: no strategy in the race has a knob {knob!r} "
+                f"(raced: {', '.join(names)})"
+            )
         for n in holders:
             by_program[n][knob] = value
-    for n, held in by_program.items():  # a bad value stops here, named with its program
-        typed = dict(knobs_mod.validate(n, get_program(n).Knobs, held))
-        by_program[n] = {k: typed[k] for k in held}
+    for n, held in by_program.items():
+        schema = get_program(n).Knobs
+        typed = knobs_mod.validate(n, schema, held)  # a bad value named as it was given
+        by_program[n] = {k: typed[k] for k in knobs_mod.renamed_for(n, schema, held)}
     return by_program
+
+
+def knob_holders(names: Sequence[str], knob: str) -> list[str]:
+    """The programs of ``names`` that have ``knob`` (by its name or an alias)."""
+    return [n for n in names if knobs_mod.holds(get_program(n).Knobs, knob)]
+
+
+def knob_scope(names: Sequence[str], fixed: dict[str, Any]) -> list[str]:
+    """A line for each ``--set`` knob of a race: the strategies it reaches (with the knob's
+    own name where it was given by an alias) and those it leaves at their defaults."""
+    lines = []
+    for knob, value in fixed.items():
+        holders = knob_holders(names, knob)
+        reached = [
+            n + (f" (as {own})" if (own := get_program(n).Knobs.aliases().get(knob)) else "")
+            for n in holders
+        ]
+        line = f"--set {knob}={json.dumps(value)} applies to {', '.join(reached) or 'none'}"
+        others = [n for n in names if n not in holders]
+        if others:
+            line += f"; not to {', '.join(others)} (no such knob)"
+        lines.append(line)
+    return lines
 
 
 @dataclass
@@ -195,7 +225,8 @@ def race(
 ) -> RaceResult:
     """Race ``programs`` on ``trainset`` (module docstring). ``workdir`` keeps what was scored
     (rung rows, joint trials) so a rerun resumes; ``report(event, state)`` is told of each
-    step (for a live display). Run under ``dspy.context(lm=lm)``."""
+    step (for a live display), first (event ``knobs``, with ``fixed`` knobs) of the strategies
+    each ``fixed`` knob reaches (``knob_scope``). Run under ``dspy.context(lm=lm)``."""
     names = list(programs)
     _, valset = ([], list(trainset)) if set(demos) == {"none"} else hold_out(trainset, share)
     if not valset:
@@ -229,6 +260,8 @@ def race(
             trials = old.get_trials(deepcopy=False)
             prior[n] = sum(model_calls(t.user_attrs.get("aggregate") or {}) for t in trials)
 
+    if fixed:  # which strategies each --set knob reaches, before the first call
+        tell("knobs", {**state(), "scope": knob_scope(names, dict(fixed))})
     # 1. rungs: every strategy at its defaults, the trailing ones dropped
     built = {n: get_program(n)(retriever, lm=lm, **held[n]) for n in names}
     if work:  # rows an earlier run of this race scored (and paid for) are taken, not redone
@@ -621,9 +654,11 @@ def race_cells(race: dict[str, Any]) -> list[list[str]]:
 
 
 def changed_knobs(program: str, knobs: Any) -> str:
-    """``knobs`` as the ones that differ from ``program``'s defaults (``defaults`` if none)."""
+    """``knobs`` as the ones that differ from ``program``'s defaults (``defaults`` if none),
+    each under the name it is stored under (a recipe's may be an alias)."""
     if not isinstance(knobs, dict):
         return str(knobs)
-    defaults = get_program(program).knob_defaults()
-    changed = {k: v for k, v in knobs.items() if defaults.get(k) != v}
+    cls = get_program(program)
+    defaults, aliases = cls.knob_defaults(), cls.Knobs.aliases()
+    changed = {k: v for k, v in knobs.items() if defaults.get(aliases.get(k, k)) != v}
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in changed.items()) or "defaults"

@@ -35,11 +35,11 @@ class NetcastProgram(dspy.Module):
 
     name: ClassVar[str] = ""
     Knobs: ClassVar[type[knobs_mod.Knobs]] = knobs_mod.Knobs
-    knobs: knobs_mod.Knobs  # the checked knobs (an instance of Knobs): self.knobs.top_k
+    knobs: knobs_mod.Knobs  # the checked knobs (an instance of Knobs): self.knobs.k
 
     def __init__(self, retriever: Retriever | None = None, *, lm: Any = None, **knobs: Any):
         super().__init__()
-        # the checked knobs as the strategy's model: self.knobs.top_k
+        # the checked knobs as the strategy's model: self.knobs.k
         self.knobs = knobs_mod.check(self.name, self.Knobs, knobs)
         self.retriever = retriever
         self.context_window = context_window(lm)

@@ -162,7 +162,11 @@ def race_progress(event: str, state: dict[str, Any]) -> None:
     """A live line per race step on stderr: strategies in the race with their running score,
     questions scored, calls spent (of the budget), the leader and its margin; on a rung, the
     strategy being scored; in the deep stage, the joint trial running, its grid point and its
-    score so far."""
+    score so far. First, a line for each --set knob: the strategies it reaches."""
+    if event == "knobs":
+        for line in state["scope"]:
+            err_console.print(f"race: {line}", markup=False, soft_wrap=True)
+        return
     runners = state["runners"].values()
     alive = [r for r in runners if r.state in ("running", "finished", "out of budget")]
     means = {r.name: sum(r.scores(state["metric"]).values()) / len(r.rows) for r in alive if r.rows}
