@@ -217,13 +217,15 @@ def race_cells(race: dict[str, Any]) -> list[list[str]]:
 
 
 def changed_knobs(program: str, knobs: Any) -> str:
-    """``knobs`` as the ones that differ from ``program``'s defaults (``defaults`` if none)."""
+    """``knobs`` as the ones that differ from ``program``'s defaults (``defaults`` if none),
+    each under the name it is stored under (a recipe's may be an alias)."""
     if not isinstance(knobs, dict):
         return str(knobs)
     from netcast.programs import get_program
 
-    defaults = get_program(program).knob_defaults()
-    changed = {k: v for k, v in knobs.items() if defaults.get(k) != v}
+    cls = get_program(program)
+    defaults, aliases = cls.knob_defaults(), cls.Knobs.aliases()
+    changed = {k: v for k, v in knobs.items() if defaults.get(aliases.get(k, k)) != v}
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in changed.items()) or "defaults"
 
 
@@ -367,7 +369,11 @@ def race_progress(event: str, state: dict[str, Any]) -> None:
     """A live line per race step on stderr: strategies in the race with their running score,
     questions scored, calls spent (of the budget), the leader and its margin; on a rung, the
     strategy being scored; in the deep stage, the joint trial running, its grid point and its
-    score so far."""
+    score so far. First, a line for each --set knob: the strategies it reaches."""
+    if event == "knobs":
+        for line in state["scope"]:
+            err_console.print(f"race: {line}", markup=False, soft_wrap=True)
+        return
     runners = state["runners"].values()
     alive = [r for r in runners if r.state in ("running", "finished", "out of budget")]
     means = {r.name: sum(r.scores(state["metric"]).values()) / len(r.rows) for r in alive if r.rows}

@@ -121,12 +121,16 @@ def check_search(
     if not demos:
         raise InputError("give at least one demonstration source (none, annotations, bootstrap)")
     schema = get_program(program_name).Knobs
+    # an alias (a paper's name for a knob) is read as its knob, a bad value named as given
+    fixed = knobs_mod.renamed_for(program_name, schema, fixed)
+    knobs_mod.renamed_for(program_name, schema, values or {})  # a knob named twice stops here
     checked = {}
     for name, options in (values or {}).items():
-        if name in fixed:
+        knob = schema.aliases().get(name, name)
+        if knob in fixed:
             raise InputError(f"{program_name}: knob {name!r} is held by --set and in --grid")
-        typed = [knobs_mod.validate(program_name, schema, {name: v})[name] for v in options]
-        checked[name] = [v for i, v in enumerate(typed) if v not in typed[:i]]  # each once
+        typed = [knobs_mod.validate(program_name, schema, {name: v})[knob] for v in options]
+        checked[knob] = [v for i, v in enumerate(typed) if v not in typed[:i]]  # each once
     return checked
 
 

@@ -98,19 +98,49 @@ def demo_sources(name: str, demos: Sequence[str]) -> list[str]:
 
 
 def shared_knobs(names: Sequence[str], fixed: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``fixed`` (``--set``) split by program: each knob held where the program declares it; a
-    knob no raced program declares stops here."""
+    """``fixed`` (``--set``) split by program, under each program's own knob names: a knob
+    reaches every raced program that has it, by its name or an alias (``k``, the retrieval
+    depth, reaches every strategy that retrieves a number of passages; ``top_k``, basic's
+    alias, basic alone); a knob no raced program has stops here, as does a bad value (named
+    with its program)."""
     by_program: dict[str, dict[str, Any]] = {n: {} for n in names}
     for knob, value in fixed.items():
-        holders = [n for n in names if knob in get_program(n).Knobs.model_fields]
+        holders = knob_holders(names, knob)
         if not holders:
-            raise InputError(f"knob {knob!r} is a knob of none of {', '.join(names)}")
+            raise InputError(
+                f"--set {knob}: no strategy in the race has a knob {knob!r} "
+                f"(raced: {', '.join(names)})"
+            )
         for n in holders:
             by_program[n][knob] = value
-    for n, held in by_program.items():  # a bad value stops here, named with its program
-        typed = dict(knobs_mod.validate(n, get_program(n).Knobs, held))
-        by_program[n] = {k: typed[k] for k in held}
+    for n, held in by_program.items():
+        schema = get_program(n).Knobs
+        typed = knobs_mod.validate(n, schema, held)  # a bad value named as it was given
+        by_program[n] = {k: typed[k] for k in knobs_mod.renamed_for(n, schema, held)}
     return by_program
+
+
+def knob_holders(names: Sequence[str], knob: str) -> list[str]:
+    """The programs of ``names`` that have ``knob`` (by its name or an alias)."""
+    return [n for n in names if knobs_mod.holds(get_program(n).Knobs, knob)]
+
+
+def knob_scope(names: Sequence[str], fixed: dict[str, Any]) -> list[str]:
+    """A line for each ``--set`` knob of a race: the strategies it reaches (with the knob's
+    own name where it was given by an alias) and those it leaves at their defaults."""
+    lines = []
+    for knob, value in fixed.items():
+        holders = knob_holders(names, knob)
+        reached = [
+            n + (f" (as {own})" if (own := get_program(n).Knobs.aliases().get(knob)) else "")
+            for n in holders
+        ]
+        line = f"--set {knob}={json.dumps(value)} applies to {', '.join(reached) or 'none'}"
+        others = [n for n in names if n not in holders]
+        if others:
+            line += f"; not to {', '.join(others)} (no such knob)"
+        lines.append(line)
+    return lines
 
 
 @dataclass
@@ -157,14 +187,25 @@ def _summary(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
     }
 
 
+class Candidates(dict):
+    """A race's student: each strategy's program by name, and the ``--set`` knobs as they were
+    given (``fixed``: the race reports which strategies each reaches, ``knob_scope``)."""
+
+    def __init__(self, programs: Mapping[str, NetcastProgram], fixed: Mapping[str, Any]):
+        super().__init__(programs)
+        self.fixed = dict(fixed)
+
+
 def candidates(
     spec: str | Sequence[str], retriever: Any, fixed: dict[str, Any] | None = None, lm: Any = None
-) -> dict[str, NetcastProgram]:
+) -> Candidates:
     """A race's student: the programs ``spec`` names (``race_programs``), each built with the
-    knobs of ``fixed`` (``--set``) it declares (``shared_knobs``), which it holds throughout."""
+    knobs of ``fixed`` (``--set``) it has, by name or alias (``shared_knobs``), which it holds
+    throughout."""
     names = race_programs(spec)
     held = shared_knobs(names, dict(fixed or {}))
-    return {n: get_program(n)(retriever, lm=lm, **held[n]) for n in names}
+    programs = {n: get_program(n)(retriever, lm=lm, **held[n]) for n in names}
+    return Candidates(programs, fixed or {})
 
 
 def check_race(
@@ -267,6 +308,8 @@ class _Race:
         runners = {n: Runner(n) for n in built}
         race = cls(tele, built, held, valset, first, runners, CallBudget(s.budget))
         race.prior = race.earlier_trials()
+        if fixed := getattr(student, "fixed", None):  # before the first call: what --set reaches
+            race.tell("knobs", {**race.state(), "scope": knob_scope(list(built), fixed)})
         race.take_saved_rows()
         return race
 

@@ -4,6 +4,7 @@ LM call counted through DSPy's callbacks, whatever the LM class)."""
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Collection
 from contextlib import nullcontext
@@ -21,31 +22,69 @@ from netcast.programs.shared.search import SearchSession
 from netcast.retrievers.base import Hit, Retriever
 
 
-class NetcastProgram(dspy.Module):
+class _BuiltForLM(type(dspy.Module)):
+    """DSPy's module metaclass, and then: a program built with ``lm=`` has every step bound
+    to it (``set_lm``, once the subclass has made its steps), so it is ready to call."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        program = super().__call__(*args, **kwargs)
+        if kwargs.get("lm") is not None:
+            program.set_lm(kwargs["lm"])
+        return program
+
+
+class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
     """Subclasses set ``name``, declare their knobs as a typed ``Knobs`` model (defaults = the
     papers' settings, with Optuna ranges), and implement ``forward(question)`` returning a
     ``dspy.Prediction`` with ``answer``, ``evidence`` (chunk ids) and ``context``.
 
-    ``lm`` is the model the program is built for. It sizes data-level defaults (a token budget
-    of ``None`` is a quarter of its context window; with no ``lm``, the embedded model's
-    window) and picks the adapter its replies are read with (``default_adapter``: JSON under a
-    schema where the model takes one); it does not bind the program to it: ``program.set_lm``
-    does that (DSPy's own mechanism; ``netcast.load`` returns programs bound to their model).
+    ``lm`` is the model the program runs on: its steps are bound to it (DSPy's ``set_lm``,
+    done once the program is built), so it answers without ``dspy.configure``. It also sizes
+    data-level defaults (a token budget of ``None`` is a quarter of its context window; with
+    no ``lm``, the embedded model's window) and picks the adapter its replies are read with
+    (``default_adapter``: JSON under a schema where the model takes one). Without ``lm`` the
+    steps use DSPy's configured model (``dspy.context``). The model is not part of the saved
+    program state: ``netcast.load`` binds the recipe's.
     """
 
     name: ClassVar[str] = ""
     Knobs: ClassVar[type[knobs_mod.Knobs]] = knobs_mod.Knobs
-    knobs: knobs_mod.Knobs  # the checked knobs (an instance of Knobs): self.knobs.top_k
+    knobs: knobs_mod.Knobs  # the checked knobs (an instance of Knobs): self.knobs.k
 
     def __init__(self, retriever: Retriever | None = None, *, lm: Any = None, **knobs: Any):
         super().__init__()
-        # the checked knobs as the strategy's model: self.knobs.top_k
+        # the checked knobs as the strategy's model: self.knobs.k
         self.knobs = knobs_mod.check(self.name, self.Knobs, knobs)
         self.retriever = retriever
         self.context_window = context_window(lm)
         # the adapter for lm's replies (JSON under a schema where lm takes one); an adapter the
         # caller sets with dspy.context wins
         self.adapter = default_adapter(lm)
+
+    def __deepcopy__(self, memo: dict) -> NetcastProgram:
+        """A copy (DSPy's optimizers copy the program they compile) shares the models its
+        steps are bound to, as it shares its retriever: an embedded model copied would load
+        its weights again."""
+        for predictor in self.predictors():
+            if predictor.lm is not None:
+                memo.setdefault(id(predictor.lm), predictor.lm)
+        copied = self.__class__.__new__(self.__class__)
+        memo[id(self)] = copied
+        copied.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return copied
+
+    def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
+        """DSPy's state (prompts and demonstrations of each step) without the bound model: an
+        artifact's model is its recipe's (``netcast.load`` binds it)."""
+        steps = self.predictors()
+        bound = [step.lm for step in steps]
+        try:  # a model's own state is not asked for (a custom engine has none to give)
+            for step in steps:
+                step.lm = None
+            return super().dump_state(json_mode=json_mode)
+        finally:
+            for step, lm in zip(steps, bound, strict=True):
+                step.lm = lm
 
     @classmethod
     def knob_defaults(cls) -> dict[str, Any]:
@@ -101,8 +140,8 @@ class NetcastProgram(dspy.Module):
         )
 
     def own_lm(self):
-        """The model the program's steps are bound to (``set_lm``), else DSPy's configured one:
-        what a rerank signal that calls a model scores with."""
+        """The model the program's steps are bound to (``lm=``, ``set_lm``), else DSPy's
+        configured one: what a rerank signal that calls a model scores with."""
         bound = next((p.lm for p in self.predictors() if p.lm is not None), None)
         return bound or dspy.settings.lm
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from netcast.errors import InputError
 
 PROGRAMS: dict[str, type] = {}
@@ -23,3 +25,13 @@ def get_program(name: str) -> type:
 
 def program_names() -> list[str]:
     return sorted(PROGRAMS)
+
+
+def stored_knobs(name: str, knobs: dict[str, Any]) -> dict[str, Any]:
+    """A stored knob dict (a recipe's, a run directory's) with each alias read as its knob's
+    name (``top_k`` saved before basic's retrieval depth became ``k``); a program that is not
+    registered keeps its dict as it is."""
+    from netcast.programs.knobs import renamed
+
+    cls = PROGRAMS.get(name)
+    return renamed(cls.Knobs, knobs) if cls is not None else dict(knobs)

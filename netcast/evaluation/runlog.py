@@ -24,6 +24,17 @@ def newer_knobs_at_default(
     return {**info, "knobs": {k: v for k, v in new.items() if k not in added}}
 
 
+def _current_names(info: dict[str, Any]) -> dict[str, Any]:
+    """A saved ``run.json`` with its program's knobs under their current names (a knob saved
+    under an alias, e.g. basic's ``top_k`` before it was ``k``, is the same run)."""
+    from netcast.programs.registry import stored_knobs
+
+    program, knobs = info.get("program"), info.get("knobs")
+    if not isinstance(program, str) or not isinstance(knobs, dict):
+        return info
+    return {**info, "knobs": stored_knobs(program, knobs)}
+
+
 def read_rows(path: Path) -> tuple[list[dict[str, Any]], int]:
     """A ``predictions.jsonl``'s rows, each checked (``netcast.formats.RunRow``), and its number
     of lines; a torn last line (a kill mid-write) is left out, anything else that is not a row
@@ -64,7 +75,7 @@ class RunLog:
         self._lock = threading.Lock()
         meta_path = self.dir / "run.json"
         if meta_path.exists():
-            stored = read_json(meta_path, dict, "run's settings")
+            stored = _current_names(read_json(meta_path, dict, "run's settings"))
             if stored != newer_knobs_at_default(stored, info, knob_defaults or {}):
                 changed = sorted(k for k in {*stored, *info} if stored.get(k) != info.get(k))
                 raise InputError(

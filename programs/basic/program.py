@@ -1,7 +1,7 @@
 """Basic RAG: retrieve the top-k chunks for the question, answer from them.
 
 ``rerank_pool`` and ``rerank_signal`` add a precision step (``programs.shared.rerank``): fetch a
-pool of ``rerank_pool`` candidates, keep the ``top_k`` the signal scores best. The defaults
+pool of ``rerank_pool`` candidates, keep the ``k`` the signal scores best. The defaults
 (no pool, the retriever's order) are plain top-k retrieval, with the same prompts.
 
 ``links`` adds a link hop without a model (``programs.shared.links``): up to ``links`` passages
@@ -28,10 +28,11 @@ class BasicRAG(NetcastProgram):
     knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
-        top_k: int = knobs.knob(5, search=knobs.IntRange(1, 10), ge=1)
+        # passages retrieved (``top_k``, as the papers' baselines call it, is an alias)
+        k: int = knobs.knob(5, search=knobs.IntRange(1, 10), ge=1, aliases=("top_k",))
         chain_of_thought: bool = knobs.knob(False, search=knobs.Choice((False, True)))
-        # the precision step (candidates fetched before keeping top_k) and the link hop
-        # (passages the top_k ones name by title, added after them): see programs.knobs
+        # the precision step (candidates fetched before keeping k) and the link hop
+        # (passages the k ones name by title, added after them): see programs.knobs
         rerank_pool: knobs.RerankPool = 0
         rerank_signal: knobs.Signal = "retriever"
         links: knobs.Links = knobs.knob(0, search=knobs.IntRange(0, 3))
@@ -44,13 +45,13 @@ class BasicRAG(NetcastProgram):
             self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def forward(self, question: str) -> dspy.Prediction:
-        top_k, signal = self.knobs.top_k, self.knobs.rerank_signal
+        k, signal = self.knobs.k, self.knobs.rerank_signal
         if self.knobs.rerank_pool == 0 and signal == "retriever":
-            hits = self.search(question, top_k)
+            hits = self.search(question, k)
         else:
-            pool = self.search(question, max(top_k, self.knobs.rerank_pool))
+            pool = self.search(question, max(k, self.knobs.rerank_pool))
             lm = self.own_lm()
-            hits = rerank(question, pool, signal, top_k, lm=lm)
+            hits = rerank(question, pool, signal, k, lm=lm)
         hits = self.linked(hits)
         context = self.passages(hits)
         answer = self.answer(context=context, question=question).answer
@@ -66,7 +67,7 @@ class BasicRAG(NetcastProgram):
         """``answer`` reads the record's gold answer from the top-k context retrieved for its
         question, gold passages swapped in for the last others where retrieval missed them."""
         gold = annotations.require(example, "gold_passages", self.name)
-        hits = self.linked(self.retriever.search(example.question, self.knobs.top_k))
+        hits = self.linked(self.retriever.search(example.question, self.knobs.k))
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         context = annotations.context_with_gold(found, gold, len(found))
         demo = dspy.Example(context=context, question=example.question, answer=example.answer)

@@ -6,7 +6,7 @@ the system retrieves the top-k chunks (on the first search also the original que
 the fallback search against query drift, §3.2.3); the chunk_delete step drops the retrieved
 chunks the model judges irrelevant, and the rest are appended to the working context. Deleting
 is part of the retrieval step (Fig. 3: Retrieved Chunks -> Chunk Delete -> Highly Relevant
-Chunks -> Context Append), so it spends no turn. At ``max_turns``, or when the model says
+Chunks -> Context Append), so it spends no turn. At ``max_steps``, or when the model says
 "answer", the final answer is written from the working context and the agent's notes (its
 reasoning at each turn: in the paper the reasoning model answers in the same stream). The agent
 always retrieves before answering: a first decision to answer from an empty context becomes a
@@ -113,7 +113,8 @@ class Iterative(NetcastProgram):
     knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
-        max_turns: int = knobs.knob(5, search=knobs.IntRange(1, 8), ge=1)
+        # decisions at most (the paper's max turns; ``max_turns`` is an alias)
+        max_steps: int = knobs.knob(5, search=knobs.IntRange(1, 8), ge=1, aliases=("max_turns",))
         k: int = knobs.knob(5, search=knobs.IntRange(1, 10), ge=1)
         # also search the original question on the first search (§3.2.3)
         fallback: bool = knobs.knob(True, search=BOOL)
@@ -243,7 +244,7 @@ class Iterative(NetcastProgram):
         history: list[str] = []
         notes: list[str] = []
         searched = False
-        for turn in range(1, knobs.max_turns + 1):
+        for turn in range(1, knobs.max_steps + 1):
             decision = self.next_action(question, context, history, session.memory)
             if decision["reasoning"]:
                 notes.append(decision["reasoning"])

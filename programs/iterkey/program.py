@@ -1,7 +1,7 @@
 """IterKey (Iterative Keyword Generation with LLMs for Enhanced RAG): generate BM25 keywords (step
 1), retrieve with question + keywords and answer (step 2), validate the answer True/False (step
 3), regenerate keywords from the previous ones (step 4); repeat steps 2-4 until the answer
-validates or ``max_iters``. Validation reads the model's True/False output (``text``) or
+validates or ``max_steps``. Validation reads the model's True/False output (``text``) or
 compares the probabilities of "True" and "False" as the next token (``logprobs``, forced
 decoding) against ``threshold``. The forced-decoding verdict is recorded in DSPy's trace as a
 Predict call is, so a compile gives ``validate_next_token`` demonstrations of its own, which
@@ -12,7 +12,7 @@ thought (Table 16); IterKey over a dense retriever (Table 6) is this program giv
 retriever.
 
 ``stop_when_valid=False`` is the setting of the paper's Table 9 (§4.4: "we iterated up to five
-times, including after a 'True' judgment"): the loop runs all ``max_iters`` iterations, every
+times, including after a 'True' judgment"): the loop runs all ``max_steps`` iterations, every
 iteration's answer and verdict are in the trace's turns, and the answer returned is still the
 first validated one (the paper's 'Base'), so one run gives Base, VerifiedTrue and VerifiedAll."""
 
@@ -68,7 +68,8 @@ class IterKey(NetcastProgram):
     knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
-        max_iters: int = knobs.knob(5, search=knobs.IntRange(1, 5), ge=1)
+        # iterations at most (the paper's max iterations; ``max_iters`` is an alias)
+        max_steps: int = knobs.knob(5, search=knobs.IntRange(1, 5), ge=1, aliases=("max_iters",))
         k: int = knobs.knob(3, search=knobs.IntRange(1, 10), ge=1)
         # the paper validates by the higher probability of "True" or "False" as the next
         # token (forced decoding, "logprobs"); "text" reads the model's written verdict
@@ -82,7 +83,7 @@ class IterKey(NetcastProgram):
         variant: Literal["standard", "doc_by_doc", "cot"] = knobs.knob(
             "standard", search=knobs.Choice(VARIANTS)
         )
-        # False: keep iterating after a True up to max_iters (Table 9); the answer returned
+        # False: keep iterating after a True up to max_steps (Table 9); the answer returned
         # is still the first validated one
         stop_when_valid: bool = True
 
@@ -207,7 +208,7 @@ class IterKey(NetcastProgram):
         seen_keywords: set[str] = set()
         seen_docs: set[str] = set()
         tries = []
-        for iteration in range(1, knobs.max_iters + 1):
+        for iteration in range(1, knobs.max_steps + 1):
             hits = self.search(" ".join([question, *keywords]), knobs.k)
             documents = self.passages(hits)
             answer = self.answer(context=documents, question=question).answer
@@ -231,7 +232,7 @@ class IterKey(NetcastProgram):
             tries.append((answer, probability, ids, documents, valid))
             if valid and knobs.stop_when_valid:
                 break
-            if iteration < knobs.max_iters:
+            if iteration < knobs.max_steps:
                 keywords = self.next_keywords(question, keywords, documents)
         first_valid = next((i for i, t in enumerate(tries) if t[4]), None)
         validated = first_valid is not None

@@ -5,12 +5,14 @@ Source: DSPy's intro notebook (github.com/stanfordnlp/dspy, ``intro.ipynb``, unt
 f5bc29b4d of November 2024; the same program is kept in the repository's
 ``tests/examples/test_baleen.py``, and ``docs/docs/learn/programming/7-assertions.md`` extends
 it). Each hop ``h`` has its own query writer, ``ChainOfThought(GenerateSearchQuery)`` (context,
-question -> query); its query retrieves ``passages_per_hop`` passages, which join the context
-de-duplicated (``deduplicate(context + passages)``); after exactly ``max_hops`` hops (no early
-stop) a ``ChainOfThought(GenerateAnswer)`` answers from the context. The defaults are the
-tutorial's, ``SimplifiedBaleen(passages_per_hop=3, max_hops=2)``. The later multi-hop tutorial
-(``docs/docs/tutorials/multihop_search``, ``Hop``: num_docs=10, num_hops=4, notes and titles
-for HoVer claims) is another task and not this program; its 4 hops bound ``max_hops``'s range.
+question -> query); its query retrieves ``k`` passages (the tutorial's ``passages_per_hop``),
+which join the context de-duplicated (``deduplicate(context + passages)``); after exactly
+``max_steps`` hops (the tutorial's ``max_hops``; no early stop) a
+``ChainOfThought(GenerateAnswer)`` answers from the context. The defaults are the tutorial's,
+``SimplifiedBaleen(passages_per_hop=3, max_hops=2)``; its two names are accepted as aliases.
+The later multi-hop tutorial (``docs/docs/tutorials/multihop_search``, ``Hop``: num_docs=10,
+num_hops=4, notes and titles for HoVer claims) is another task and not this program; its 4
+hops bound ``max_steps``'s range.
 
 Deviations (none is a knob: each keeps the tutorial's behaviour where it defines one):
 
@@ -45,22 +47,22 @@ class MultiHop(NetcastProgram):
     knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
-        # the tutorial's SimplifiedBaleen(passages_per_hop=3, max_hops=2); ranges up to the Hop
-        # tutorial's 4 hops, and up to 6 passages a hop (24 passages at most fit the embedded
-        # model's 8,192-token window with room for the answer's reasoning)
-        max_hops: int = knobs.knob(2, search=knobs.IntRange(1, 4), ge=1)
-        passages_per_hop: int = knobs.knob(3, search=knobs.IntRange(1, 6), ge=1)
+        # the tutorial's SimplifiedBaleen(passages_per_hop=3, max_hops=2), its names aliases;
+        # ranges up to the Hop tutorial's 4 hops, and up to 6 passages a hop (24 passages at
+        # most fit the embedded model's 8,192-token window with room for the answer's reasoning)
+        max_steps: int = knobs.knob(2, search=knobs.IntRange(1, 4), ge=1, aliases=("max_hops",))
+        k: int = knobs.knob(3, search=knobs.IntRange(1, 6), ge=1, aliases=("passages_per_hop",))
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         # one query writer per hop, as in the tutorial (each is compiled on its own)
         self.generate_query = [
-            dspy.ChainOfThought(GenerateSearchQuery) for _ in range(self.knobs.max_hops)
+            dspy.ChainOfThought(GenerateSearchQuery) for _ in range(self.knobs.max_steps)
         ]
         self.generate_answer = dspy.ChainOfThought(GenerateAnswer)
 
     def forward(self, question: str) -> dspy.Prediction:
-        k = self.knobs.passages_per_hop
+        k = self.knobs.k
         session = self.search_session(question)
         record = trace.current()
         context: list[str] = []
@@ -103,12 +105,12 @@ class MultiHop(NetcastProgram):
         the demos have none), and a hop once every gold passage is in the context or has had
         its query (a record with two gold passages teaches hops 1 and 2 at most)."""
         gold = annotations.require(example, "gold_passages", self.name)
-        question, k = example.question, self.knobs.passages_per_hop
+        question, k = example.question, self.knobs.k
         targets = annotations.gold_queries(example)
         found: list[tuple[str, str]] = []  # (chunk id, passage) collected by the taught hops
         asked: set[str] = set()  # gold passages a taught query has gone after
         demos: dict[str, list[dspy.Example]] = {}
-        for hop in range(self.knobs.max_hops):
+        for hop in range(self.knobs.max_steps):
             have = {doc_id_of_chunk(cid) for cid, _ in found}
             todo = [(p, q) for p, q in targets if p["id"] not in have | asked]
             if not todo:

@@ -1,6 +1,6 @@
 """A Search-R1-style agent (the baseline of Test-Time Strategies for More Efficient and
 Accurate Agentic RAG): the model reasons, then emits a search query or its final answer;
-retrieved passages (k = 3) come back into its reasoning; at most ``max_turns`` searches.
+retrieved passages (k = 3) come back into its reasoning; at most ``max_steps`` searches.
 Switch on ``dedup`` (unseen passages only), ``contextualize`` (a growing memory of useful notes,
 written by the ``aux_model``; each step then sees the newest passages plus the memory instead
 of every passage so far), or both (hybrid)."""
@@ -26,7 +26,8 @@ class SearchR1(NetcastProgram):
     knobs: Knobs  # the checked knobs (the model below), read as self.knobs.<name>
 
     class Knobs(knobs.Knobs):
-        max_turns: int = knobs.knob(4, search=knobs.IntRange(1, 6), ge=1)
+        # searches at most (``max_turns`` is an alias)
+        max_steps: int = knobs.knob(4, search=knobs.IntRange(1, 6), ge=1, aliases=("max_turns",))
         k: int = knobs.knob(3, search=knobs.IntRange(1, 8), ge=1)
         dedup: bool = knobs.knob(False, search=knobs.Choice((False, True)))
         contextualize: bool = knobs.knob(False, search=knobs.Choice((False, True)))
@@ -94,7 +95,7 @@ class SearchR1(NetcastProgram):
         everything: list[str] = []  # every passage retrieved, for the evidence and the answer
         latest: list[str] = []
         steps: list[str] = []  # the reasoning trace: think / search / information entries
-        for turn in range(1, knobs.max_turns + 2):
+        for turn in range(1, knobs.max_steps + 2):
             try:
                 out = self.step(
                     question=question,
@@ -115,7 +116,7 @@ class SearchR1(NetcastProgram):
                 if record is not None:
                     record.add_turn(turn=turn, action="answer", query=None, returned=[])
                 return self._prediction(str(out.answer), session, everything)
-            elif action != "search" or turn > knobs.max_turns:
+            elif action != "search" or turn > knobs.max_steps:
                 break  # unreadable, or the search budget is spent: answer below
             query = question if forced else (str(out.query or "").strip() or question)
             hits = session.search(query, knobs.k)

@@ -73,7 +73,7 @@ def test_compile_save_load_in_a_fresh_process_gives_identical_predictions(
     result = compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm, progress=False)
     recipe, scores, meta = read_artifact(result.artifact)
     assert recipe["knobs"] == {
-        "top_k": 2,
+        "k": 2,
         "chain_of_thought": False,
         "rerank_pool": 0,
         "rerank_signal": "retriever",
@@ -202,7 +202,7 @@ def make_artifact(tmp_path, bm25):
 def test_bad_artifacts_get_clear_errors(tmp_path, bm25, scripted_lm):
     lm, _ = scripted_lm(answer)
     art = make_artifact(tmp_path, bm25)
-    assert load(art, model=lm, retriever=bm25).knobs.top_k == 2
+    assert load(art, model=lm, retriever=bm25).knobs.k == 2
     with pytest.raises(InputError, match="no such artifact"):
         read_artifact(tmp_path / "nope")
     (art / "recipe.json").write_text((art / "recipe.json").read_text()[:-20])
@@ -262,7 +262,7 @@ def test_pickled_state_needs_allow_pickle(tmp_path, bm25, scripted_lm):
     (art / "program.json").unlink()
     with pytest.raises(InputError, match="pickle.*refusing"):
         load(art, model=lm, retriever=bm25)
-    assert load(art, model=lm, retriever=bm25, allow_pickle=True).knobs.top_k == 2
+    assert load(art, model=lm, retriever=bm25, allow_pickle=True).knobs.k == 2
 
 
 def test_state_of_another_program_does_not_load(tmp_path, bm25, scripted_lm):

@@ -86,9 +86,9 @@ def joint_recipe(dataset, budget=None, **settings):
 def test_grid_tries_each_point_once_defaults_first():
     assert knob_grid(BasicRAG)["links"] == [0, 1, 2, 3]
     grid = knob_grid(BasicRAG, fixed={"chain_of_thought": False, "links": 0})
-    assert grid == {"top_k": [1, 3, 5, 7, 9]}
+    assert grid == {"k": [1, 3, 5, 7, 9]}
     points = grid_points(grid, ["none", "annotations"], BasicRAG.knob_defaults(), seed=3)
-    assert points[0] == {"top_k": 5, "demos": "none"}
+    assert points[0] == {"k": 5, "demos": "none"}
     assert len(points) == 10 and len({json.dumps(p, sort_keys=True) for p in points}) == 10
     budget = knob_grid(get_program("one_shot"))["token_budget"]
     assert budget[0] is None  # the default (a quarter of the window), not one of the points
@@ -114,21 +114,21 @@ def test_the_knob_the_scores_favour_is_chosen_and_recorded_in_the_recipe(
     assert recipe.optimizer.settings["demos"] == ["none", "annotations"]
     result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False, reload=True)
 
-    assert result.knobs["top_k"] == 1  # the only k whose context holds no other capital
+    assert result.knobs["k"] == 1  # the only k whose context holds no other capital
     versus = result.versus_defaults  # right on every validation question, the defaults never
     assert versus["default_trial"] == 0 and versus["diff"] == 1.0 and versus["p"] < 0.1
     assert not versus["kept_defaults"]
     assert result.before["f1"] == 0.0 and result.after["f1"] == 1.0
     assert result.reloaded["f1"] == 1.0
     saved, _, _ = read_artifact(result.artifact)
-    assert saved["knobs"] == {**BasicRAG.knob_defaults(), "top_k": 1, "chain_of_thought": False}
+    assert saved["knobs"] == {**BasicRAG.knob_defaults(), "k": 1, "chain_of_thought": False}
     trials = saved["joint"]["trials"]
-    assert trials[0]["knobs"] == {"chain_of_thought": False, "links": 0, "top_k": 5}  # defaults
+    assert trials[0]["knobs"] == {"chain_of_thought": False, "links": 0, "k": 5}  # defaults
     assert trials[0]["demos"] == "none" and trials[0]["state"] in ("complete", "pruned")
-    tried = [(t["knobs"]["top_k"], t["demos"]) for t in trials]
+    tried = [(t["knobs"]["k"], t["demos"]) for t in trials]
     assert len(tried) == len(set(tried)) == 10
     best = [t for t in trials if t["score"] == 1.0]
-    assert {t["knobs"]["top_k"] for t in best} == {1}
+    assert {t["knobs"]["k"] for t in best} == {1}
     # trials score the validation fold of the training questions (the last 60%), not dev
     train = load_dataset(capitals, "train").examples
     complete = [t for t in trials if t["state"] == "complete"]
@@ -141,12 +141,12 @@ def test_given_values_replace_a_knobs_range_with_the_default_kept_and_demos_chos
     lm, engine = scripted_lm(distracted)
     recipe = joint_recipe(capitals, grid={"top_k": [3, 1, 3]}, demos=["none"])  # --grid
     result = compile_recipe(recipe, tmp_path / "art", lm=lm, progress=False, reload=False)
-    tried = [(t["knobs"]["top_k"], t["demos"]) for t in result.trials]
+    tried = [(t["knobs"]["k"], t["demos"]) for t in result.trials]
     # the default (5) first, then the given values, each once; no demonstrations tried
     assert tried[0] == (5, "none") and sorted(tried) == [(1, "none"), (3, "none"), (5, "none")]
-    assert result.knobs["top_k"] == 1
+    assert result.knobs["k"] == 1
     saved, _, _ = read_artifact(result.artifact)
-    assert saved["optimizer"]["settings"]["grid"] == {"top_k": [3, 1, 3]}  # as given
+    assert saved["optimizer"]["settings"]["grid"] == {"top_k": [3, 1, 3]}  # as given: an alias
 
 
 @pytest.mark.parametrize(
@@ -172,7 +172,7 @@ def test_the_budget_of_model_calls_stops_the_search(scripted_lm, bm25):
     lm, engine = scripted_lm(distracted)
     result = basic_top_k_search(lm, bm25)
     assert len(result.trials) == 1  # the first trial spent the budget
-    assert result.knobs == {"chain_of_thought": False, "links": 0, "top_k": 5}
+    assert result.knobs == {"chain_of_thought": False, "links": 0, "k": 5}
     # no demonstrations searched, so nothing is drawn from the training questions: all 10
     # validate
     assert len(engine.prompts) == 10
@@ -210,8 +210,8 @@ def test_a_killed_joint_compile_resumes_without_repeating_finished_trials(
 
     lm, engine = scripted_lm(distracted)
     result = compile_recipe(recipe, out, lm=lm, progress=False, reload=False)
-    assert result.knobs["top_k"] == 1
-    tried = [(t["knobs"]["top_k"], t["demos"]) for t in result.trials]
+    assert result.knobs["k"] == 1
+    tried = [(t["knobs"]["k"], t["demos"]) for t in result.trials]
     finished = [t for t in result.trials if t["state"] in ("complete", "pruned")]
     assert len({*tried}) == 10 and len(finished) == 10  # the two finished ones not rerun
     states = [t["state"] for t in result.trials]
@@ -238,7 +238,7 @@ def test_a_compile_rerun_with_a_larger_budget_goes_on_from_the_finished_trials(
     lm, engine = scripted_lm(distracted)
     second = compile_recipe(joint_recipe(capitals, budget=None), out, lm=lm, progress=False)
     assert second.trials[0] == first.trials[0]  # the defaults' trial, not run again
-    assert len(second.trials) == 10 and second.knobs["top_k"] == 1 and second.untried == 0
+    assert len(second.trials) == 10 and second.knobs["k"] == 1 and second.untried == 0
     assert len(engine.prompts) == 3 + sum(t["n"] for t in second.trials[1:]) + 3
     assert not db.exists()
 
@@ -250,10 +250,10 @@ def test_a_best_trial_that_beats_the_defaults_on_too_few_questions_is_not_taken(
     lm, _ = scripted_lm(distracted)
     result = compile_recipe(joint_recipe(small), tmp_path / "art", lm=lm, progress=False)
     versus = result.versus_defaults
-    # top_k 1 is right on all 4 and the defaults on none, but 4 signs flip to +-1 with
+    # k 1 is right on all 4 and the defaults on none, but 4 signs flip to +-1 with
     # probability 2/16: not below alpha 0.1, so the defaults stay
     assert versus["n"] == 4 and versus["diff"] == 1.0 and versus["p"] == pytest.approx(0.125, 0.1)
-    assert versus["kept_defaults"] and result.knobs["top_k"] == 5
+    assert versus["kept_defaults"] and result.knobs["k"] == 5
     saved, _, _ = read_artifact(result.artifact)
     assert saved["joint"]["versus_defaults"] == versus
     assert max(t["score"] for t in saved["joint"]["trials"]) == 1.0  # the trials stay on record
@@ -276,8 +276,8 @@ def test_a_trial_is_raced_against_the_best_complete_one_not_the_median():
     top_k = optuna.distributions.CategoricalDistribution([1, 3])
     study.add_trial(
         optuna.trial.create_trial(
-            params={"top_k": 1},
-            distributions={"top_k": top_k},
+            params={"k": 1},
+            distributions={"k": top_k},
             value=1.0,
             intermediate_values={i: 1.0 for i in range(60)},
         )
@@ -299,7 +299,7 @@ def test_a_compile_stops_the_trials_that_trail_the_leader_at_their_third_chunk(s
             progress=False,
         )
     trials = result.trials
-    assert result.knobs["top_k"] == 1  # the only k whose context holds no other capital
+    assert result.knobs["k"] == 1  # the only k whose context holds no other capital
     won = next(i for i, t in enumerate(trials) if t["score"] == 1.0)
     # before the leader finished, every trial ran all 60 questions; after, each one wrong on
     # every question stopped after 30 (its third chunk)
@@ -322,7 +322,7 @@ def test_a_trial_is_not_pruned_near_the_end_of_its_questions(scripted_lm, tmp_pa
 
     lm, _ = scripted_lm(needs_all_four)
     result = compile_recipe(joint_recipe(data), tmp_path / "art", lm=lm, progress=False)
-    scores = {(t["knobs"]["top_k"], t["demos"]): t["score"] for t in result.trials}
+    scores = {(t["knobs"]["k"], t["demos"]): t["score"] for t in result.trials}
     assert 0.0 in scores.values() and 1.0 in scores.values()  # the median splits them
     assert all(t["state"] == "complete" and t["n"] == fold for t in result.trials)
 
@@ -331,13 +331,13 @@ def test_a_trial_left_running_by_a_killed_compile_is_failed_and_tried_again(
     scripted_lm, bm25, tmp_path
 ):
     study = joint_study(f"sqlite:///{tmp_path / 'trials.db'}")
-    study.enqueue_trial({"top_k": 5, "demos": "none"})
+    study.enqueue_trial({"k": 5, "demos": "none"})
     study.ask()  # the process died here: the trial stays RUNNING in the storage
     lm, engine = scripted_lm(distracted)
     result = basic_top_k_search(lm, bm25, study=study)
     states = [t["state"] for t in result.trials]
     assert states == ["fail", "complete"]  # the stale trial failed, its point run again
-    assert result.trials[1]["knobs"]["top_k"] == 5 and engine.prompts
+    assert result.trials[1]["knobs"]["k"] == 5 and engine.prompts
 
 
 def test_among_trials_it_cannot_tell_apart_the_compile_takes_the_one_nearest_the_defaults(
@@ -349,7 +349,7 @@ def test_among_trials_it_cannot_tell_apart_the_compile_takes_the_one_nearest_the
 
     def fewer_is_better(prompt: str) -> dict:
         """Right with Paris alone; with three passages right on all but one question; with
-        every passage (top_k 5 and up) never."""
+        every passage (k 5 and up) never."""
         shown = sum(f"{c} is the capital" in prompt for c in ("Paris", "Berlin", "Rome", "Madrid"))
         right = shown == 1 or (shown == 3 and last_question(prompt) != missed)
         return {"answer": "Paris" if right else "Berlin"}
@@ -360,13 +360,13 @@ def test_among_trials_it_cannot_tell_apart_the_compile_takes_the_one_nearest_the
         recipe = joint_recipe(data, demos=["none"], ties=ties)
         chosen[ties] = compile_recipe(recipe, tmp_path / ties, lm=lm, progress=False)
     best, nearest = chosen["best"], chosen["nearest"]
-    assert best.knobs["top_k"] == 1 and nearest.knobs["top_k"] == 3
-    trials = {t["knobs"]["top_k"]: t for t in nearest.trials}
+    assert best.knobs["k"] == 1 and nearest.knobs["k"] == 3
+    trials = {t["knobs"]["k"]: t for t in nearest.trials}
     # no demonstrations searched: every training question validates, each score on record
     assert trials[3]["n"] == len(train) and len(trials[3]["question_scores"]) == len(train)
     assert sorted(trials[3]["question_scores"].values())[:2] == [0.0, 1.0]  # the one miss
     versus = nearest.versus_defaults
-    # top_k 1 scored best; top_k 3, one question behind it (sign-flip p = 1), is one grid step
+    # k 1 scored best; k 3, one question behind it (sign-flip p = 1), is one grid step
     # from the defaults' 5 where 1 is two: taken, and tested against the defaults itself
     assert versus["top_trial"] == trials[1]["trial"] and versus["ties"] == "nearest"
     assert versus["best_trial"] == trials[3]["trial"]
@@ -374,22 +374,22 @@ def test_among_trials_it_cannot_tell_apart_the_compile_takes_the_one_nearest_the
     assert not versus["kept_defaults"] and versus["p"] < 0.1
     assert versus["diff"] == pytest.approx(1 - 1 / len(train), abs=1e-4)  # rounded
     saved, _, _ = read_artifact(nearest.artifact)
-    assert saved["knobs"]["top_k"] == 3 and saved["joint"]["versus_defaults"] == versus
+    assert saved["knobs"]["k"] == 3 and saved["joint"]["versus_defaults"] == versus
     assert "top_trial" not in best.versus_defaults  # ties="best": the best score is taken
 
 
 def test_nearest_tie_is_a_pure_rule_over_candidates():
-    """Defaults wrong everywhere; top_k 1 right on all 20; top_k 3 right on 19 (a tie with 1);
-    top_k 9 right on 12 (beats the defaults, but 1 beats it): 3 is nearest the defaults' 5."""
+    """Defaults wrong everywhere; k 1 right on all 20; k 3 right on 19 (a tie with 1);
+    k 9 right on 12 (beats the defaults, but 1 beats it): 3 is nearest the defaults' 5."""
     ids = [f"q{i}" for i in range(20)]
 
     def cand(number, top_k, right, tokens=100.0):
         scores = {q: float(i < right) for i, q in enumerate(ids)}
-        point = {"top_k": top_k, "demos": "none"}
+        point = {"k": top_k, "demos": "none"}
         return Candidate(number, point, sum(scores.values()) / len(ids), tokens, scores)
 
     default, one, three, nine = cand(0, 5, 0), cand(1, 1, 20), cand(2, 3, 19), cand(3, 9, 12)
-    grid = {"top_k": [1, 3, 5, 7, 9]}
+    grid = {"k": [1, 3, 5, 7, 9]}
     chosen, tied = nearest_tie(one, default, [default, one, three, nine], grid, ["none"], 0.1)
     assert chosen is three and tied == [1, 2]
     assert distance(three.point, default.point, grid, ["none"]) == (1, 1)
@@ -413,7 +413,7 @@ def test_a_point_whose_replies_do_not_parse_fails_alone_and_is_not_tried_again(
                 BasicRAG(bm25, lm=lm, links=0),
                 france_questions(10),
                 lm,
-                grid={"top_k": [1, 2], "chain_of_thought": [False, True]},
+                grid={"k": [1, 2], "chain_of_thought": [False, True]},
                 demos=("none",),
                 study=joint_study(f"sqlite:///{tmp_path / 'trials.db'}"),
                 progress=False,
@@ -421,8 +421,8 @@ def test_a_point_whose_replies_do_not_parse_fails_alone_and_is_not_tried_again(
 
     lm, engine = scripted_lm(lambda prompt: {"answer": "Paris"})
     result = search(lm)
-    states = {(t["knobs"]["top_k"], t["knobs"]["chain_of_thought"]): t for t in result.trials}
-    assert len(states) == 6  # top_k 1, 2 and the default 5, with and without
+    states = {(t["knobs"]["k"], t["knobs"]["chain_of_thought"]): t for t in result.trials}
+    assert len(states) == 6  # k 1, 2 and the default 5, with and without
     for top_k in (1, 2, 5):
         failed = states[(top_k, True)]
         assert failed["state"] == "failed" and "AdapterParseError" in failed["reason"]

@@ -1,6 +1,8 @@
 """The strategy race with a scripted model: ``basic`` (one answer call a question) against
 ``multihop`` (two query calls and a chain-of-thought answer), whose replies the script sets."""
 
+import json
+
 import dspy
 import pytest
 
@@ -8,13 +10,20 @@ from helpers import capitals_file, distracted, last_question
 from netcast.artifacts import read_artifact
 from netcast.data import load_dataset
 from netcast.errors import InputError
-from netcast.optimize.race import StrategyRace, candidates
+from netcast.optimize.race import (
+    StrategyRace,
+    candidates,
+    check_race,
+    race_programs,
+    shared_knobs,
+)
 from netcast.optimize.settings import RaceSettings
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
+from netcast.programs import program_names
 from netcast.render import race_line
 
-# the deep stage searches a small grid: basic's top_k and multihop's passages_per_hop
-FIXED = {"chain_of_thought": False, "links": 0, "max_hops": 2}
+# the deep stage searches a small grid: basic's k and multihop's k (passages a hop)
+FIXED = {"chain_of_thought": False, "links": 0, "max_steps": 2}
 NONE = ["none"]
 
 
@@ -41,9 +50,9 @@ def train(tmp_path, n=48):  # 24 training questions
     return load_dataset(capitals_file(tmp_path / "capitals.jsonl", n), "train").examples
 
 
-def race(programs, retriever, examples, lm, fixed=None, workdir=None, **settings):
+def race(programs, retriever, examples, lm, fixed=None, workdir=None, report=None, **settings):
     """``programs`` raced by a ``StrategyRace`` with these settings; the race's result."""
-    tele = StrategyRace(RaceSettings(**settings), lm=lm, workdir=workdir)
+    tele = StrategyRace(RaceSettings(**settings), lm=lm, workdir=workdir, report=report)
     tele.compile(candidates(programs, retriever, fixed, lm), trainset=examples)
     return tele.result
 
@@ -123,6 +132,60 @@ def test_a_failing_strategy_is_recorded_and_dropped(scripted_lm, bm25, tmp_path)
     assert result.program_name == "basic"
     failed = next(r for r in result.table if r["program"] == "multihop")
     assert failed["state"] == "failed" and "the model server went away" in failed["reason"]
+
+
+def test_set_k_reaches_every_raced_strategy_with_a_retrieval_depth_and_says_so(
+    scripted_lm, bm25, tmp_path
+):
+    """``--set k=1`` in a race holds basic at 1 passage and multihop at 1 passage a hop (each
+    strategy's rungs run with it); the race first says which strategies each knob reaches."""
+    lm, engine = scripted_lm(script(multihop="Berlin"))
+    told = []
+    fixed = {"k": 1, "chain_of_thought": False, "max_hops": 2}
+    result = run(
+        lm, bm25, train(tmp_path), fixed=fixed, workdir=tmp_path / "race",
+        report=lambda event, state: told.append((event, state)),
+    )  # fmt: skip
+    work = tmp_path / "race"
+    ran = {n: json.loads((work / n / "run.json").read_text()) for n in ("basic", "multihop")}
+    assert ran["basic"]["knobs"]["k"] == 1 and ran["multihop"]["knobs"]["k"] == 1
+    assert ran["multihop"]["knobs"]["max_steps"] == 2
+    assert result.program_name == "basic" and result.knobs["k"] == 1
+    for n, hops in (("basic", 1), ("multihop", 2)):  # every search of the rungs asked for 1
+        rows = [json.loads(line) for line in (work / n / "predictions.jsonl").open()]
+        searches = [s for r in rows for s in r["trace"]["searches"]]
+        assert rows and len(searches) == hops * len(rows) and {s["k"] for s in searches} == {1}
+    assert told[0][0] == "knobs"
+    assert told[0][1]["scope"] == [
+        "--set k=1 applies to basic, multihop",
+        "--set chain_of_thought=false applies to basic; not to multihop (no such knob)",
+        "--set max_hops=2 applies to multihop (as max_steps); not to basic (no such knob)",
+    ]
+
+
+def test_shared_knobs_holds_a_knob_where_a_strategy_has_it_by_name_or_alias():
+    everyone = program_names()
+    held = shared_knobs(everyone, {"k": 3})
+    assert {n for n, knobs in held.items() if knobs == {"k": 3}} == set(everyone) - {"one_shot"}
+    assert held["one_shot"] == {}
+    # a paper's own name reaches its strategy alone, under the knob's name
+    held = shared_knobs(everyone, {"top_k": 3, "max_iters": 2})
+    assert held["basic"] == {"k": 3} and held["iterkey"] == {"max_steps": 2}
+    assert all(not held[n] for n in everyone if n not in ("basic", "iterkey"))
+    loops = shared_knobs(everyone, {"max_steps": 2})
+    assert {n for n, knobs in loops.items() if knobs} == set(everyone) - {"basic", "one_shot"}
+
+
+@pytest.mark.parametrize("spec", ["auto", "basic,multihop"])
+def test_a_knob_no_raced_strategy_has_is_refused_in_one_line(spec):
+    with pytest.raises(InputError) as err:
+        check_race(race_programs(spec), {"k": 3, "nothing": 1}, NONE, None)
+    assert str(err.value).startswith("--set nothing: no strategy in the race has a knob")
+    assert "\n" not in str(err.value)
+    with pytest.raises(InputError, match="--set token_budget: no strategy in the race"):
+        check_race(["basic", "multihop"], {"token_budget": 500}, NONE, None)
+    with pytest.raises(InputError, match="basic: knob 'k' is given twice"):
+        check_race(["basic", "multihop"], {"k": 3, "top_k": 4}, NONE, None)
 
 
 def race_recipe(data, budget=None):
@@ -299,7 +362,7 @@ def test_after_the_last_rung_the_field_is_halved_before_the_deep_stage(scripted_
 
 def test_the_race_reports_its_winners_grid_point_against_its_defaults(scripted_lm, bm25, tmp_path):
     # basic's reader is right only when no other capital is in its context: at its defaults
-    # (top_k 5) Berlin's passage is retrieved and it is wrong; top_k 1 is right. multihop is
+    # (k 5) Berlin's passage is retrieved and it is wrong; k 1 is right. multihop is
     # wrong throughout. The race line names the point basic took and its test against the
     # defaults, as `netcast compile --optimizer joint` does, by knobs (no trial numbers)
     def respond(prompt):
@@ -309,26 +372,26 @@ def test_the_race_reports_its_winners_grid_point_against_its_defaults(scripted_l
 
     lm, _ = scripted_lm(respond)
     result = run(lm, bm25, train(tmp_path))
-    assert result.program_name == "basic" and result.knobs["top_k"] == 1
+    assert result.program_name == "basic" and result.knobs["k"] == 1
     gate = result.choice["versus_defaults"]
-    assert gate["knobs"]["top_k"] == 1 and gate["score"] == 1.0 and gate["default_score"] == 0.0
+    assert gate["knobs"]["k"] == 1 and gate["score"] == 1.0 and gate["default_score"] == 0.0
     assert not gate["kept_defaults"] and gate["p"] < 0.1
     line = race_line({"choice": result.choice}).splitlines()
     assert line[0].startswith("race winner: basic (")
-    assert line[1].startswith("basic: top_k=1 (1.000) vs its defaults (0.000) on 24 validation")
+    assert line[1].startswith("basic: k=1 (1.000) vs its defaults (0.000) on 24 validation")
     assert line[1].endswith(": took it")
     assert "trial" not in line[1]
 
 
 def test_a_race_whose_winner_kept_its_defaults_says_so(scripted_lm, bm25, tmp_path):
-    # basic right at every grid point: top_k 1 ties the defaults at fewer tokens, but does
+    # basic right at every grid point: k 1 ties the defaults at fewer tokens, but does
     # not beat them, so the defaults are kept, and the second line says why
     lm, _ = scripted_lm(script(multihop="Berlin"))
     result = run(lm, bm25, train(tmp_path))
-    assert result.knobs["top_k"] == 5
+    assert result.knobs["k"] == 5
     first, second = race_line({"choice": result.choice}).splitlines()
     assert first == "race winner: basic (best validation score)"
     assert second == (
-        "basic: top_k=1 (1.000) vs its defaults (1.000) on 24 validation questions: +0.000, "
+        "basic: k=1 (1.000) vs its defaults (1.000) on 24 validation questions: +0.000, "
         "sign-flip p = 1.000 (alpha 0.1): kept the defaults"
     )

@@ -65,7 +65,7 @@ def test_three_trials_on_sqlite(scripted_lm, bm25, tmp_path):
     done = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(done) == 3
     for t in done:
-        assert set(t.user_attrs["knobs"]) == {"top_k", "chain_of_thought", "links"}
+        assert set(t.user_attrs["knobs"]) == {"k", "chain_of_thought", "links"}
         assert t.values[0] == 1.0 and t.values[1] == pytest.approx(
             t.user_attrs["aggregate"]["tokens_in"] + t.user_attrs["aggregate"]["tokens_out"]
         )
@@ -135,9 +135,9 @@ def test_a_killed_study_resumes_without_losing_or_repeating_trials(tmp_path):
 def frozen(number, f1, cost):
     return create_trial(
         values=[f1, cost],
-        params={"top_k": number + 1},
-        distributions={"top_k": IntDistribution(1, 20)},
-        user_attrs={"knobs": {"top_k": number + 1}},
+        params={"k": number + 1},
+        distributions={"k": IntDistribution(1, 20)},
+        user_attrs={"knobs": {"k": number + 1}},
     )
 
 
@@ -319,12 +319,12 @@ def test_two_tune_workers_share_one_study_on_postgresql(postgres, tmp_path):
     assert export.returncode == 0, export.stdout + export.stderr
     recipe = json.loads((tmp_path / "best" / "recipe.json").read_text())
     assert recipe["tuning"]["study"] == "shared"
-    code = f"import netcast; p = netcast.load({str(tmp_path / 'best')!r}); print(p.knobs.top_k)"
+    code = f"import netcast; p = netcast.load({str(tmp_path / 'best')!r}); print(p.knobs.k)"
     loaded = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True
     )
     assert loaded.returncode == 0, loaded.stderr[-1500:]
-    assert loaded.stdout.strip() == str(recipe["knobs"]["top_k"])
+    assert loaded.stdout.strip() == str(recipe["knobs"]["k"])
 
 
 def test_an_in_memory_study_needs_no_storage(scripted_lm, bm25):
@@ -359,7 +359,7 @@ def test_a_grid_study_tries_each_setting_once_and_stops_when_the_grid_is_spent(s
             id="q", question="capital of France?", answers=["Paris"], gold_ids=["paris"]
         ).with_inputs("question")
     ]
-    grid = {"top_k": [1, 2, 3], "chain_of_thought": [False], "links": [0]}
+    grid = {"k": [1, 2, 3], "chain_of_thought": [False], "links": [0]}
     study = tuning.open_study("g", None, ["f1", "cost"], grid=grid)
     tuning.tune(
         study,
@@ -371,5 +371,5 @@ def test_a_grid_study_tries_each_setting_once_and_stops_when_the_grid_is_spent(s
         devset=dev,
         objectives=["f1", "cost"],
     )
-    tried = [t.user_attrs["knobs"]["top_k"] for t in study.trials]
+    tried = [t.user_attrs["knobs"]["k"] for t in study.trials]
     assert sorted(tried) == [1, 2, 3]  # 8 asked for, the 3 settings each once

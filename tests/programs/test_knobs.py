@@ -3,14 +3,18 @@ when a program is built, with one line naming the knob; every program's search s
 its declared ranges."""
 
 import json
+from pathlib import Path
 
 import optuna
 import pytest
 from pydantic import ValidationError
 
+from netcast.artifacts import load_program_state, read_artifact
 from netcast.errors import InputError
 from netcast.programs import PROGRAMS, BasicRAG, OneShot
 from netcast.programs.knobs import parse_pairs
+from netcast.programs.registry import stored_knobs
+from netcast.session import build_program
 
 
 def one_line_error(build):
@@ -22,18 +26,83 @@ def one_line_error(build):
 
 
 def test_a_wrong_type_is_refused_naming_the_knob(bm25):
-    message = one_line_error(lambda: BasicRAG(bm25, top_k="abc"))
-    assert message.startswith("basic: knob 'top_k' = 'abc'")
-    assert "top_k" in one_line_error(lambda: BasicRAG(bm25, top_k=True))  # strict: not an int
-    assert "top_k" in one_line_error(lambda: BasicRAG(bm25, top_k=0))  # below its minimum
+    message = one_line_error(lambda: BasicRAG(bm25, k="abc"))
+    assert message.startswith("basic: knob 'k' = 'abc'")
+    assert "'k'" in one_line_error(lambda: BasicRAG(bm25, k=True))  # strict: not an int
+    assert "'k'" in one_line_error(lambda: BasicRAG(bm25, k=0))  # below its minimum
+    # a knob given by its alias is named as it was given
+    assert one_line_error(lambda: BasicRAG(bm25, top_k="abc")).startswith("basic: knob 'top_k'")
 
 
 def test_an_unknown_knob_is_refused_naming_it_and_the_valid_ones(bm25):
     message = one_line_error(lambda: BasicRAG(bm25, nope=1))
     assert message == (
-        "basic: unknown knob 'nope'; knobs are top_k, chain_of_thought, rerank_pool, "
+        "basic: unknown knob 'nope'; knobs are k (or top_k), chain_of_thought, rerank_pool, "
         "rerank_signal, links"
     )
+
+
+# a concept's other names, none of them a knob's own name any more (each is an alias)
+RETRIEVAL_DEPTH = {"top_k", "passages_per_hop"}
+LOOP_LIMIT = {"max_turns", "max_iters", "max_hops"}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_one_name_per_concept_k_for_retrieval_depth_max_steps_for_the_loop(name):
+    fields = set(PROGRAMS[name].Knobs.model_fields)
+    assert not fields & (RETRIEVAL_DEPTH | LOOP_LIMIT)
+    aliases = PROGRAMS[name].Knobs.aliases()
+    assert all(aliases[a] == "k" for a in RETRIEVAL_DEPTH & set(aliases))
+    assert all(aliases[a] == "max_steps" for a in LOOP_LIMIT & set(aliases))
+    # every strategy with a loop limits it by max_steps; every one but one_shot (a token
+    # budget) and basic's rerank pool retrieves k passages a search
+    if name != "one_shot":
+        assert "k" in fields
+    if name not in ("basic", "one_shot"):
+        assert "max_steps" in fields
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "knobs"),
+    [
+        ("basic", {"top_k": 3}, {"k": 3}),
+        ("multihop", {"passages_per_hop": 2, "max_hops": 1}, {"k": 2, "max_steps": 1}),
+        ("iterative", {"max_turns": 3}, {"max_steps": 3}),
+        ("combined", {"max_turns": 3}, {"max_steps": 3}),
+        ("search_r1", {"max_turns": 2}, {"max_steps": 2}),
+        ("iterkey", {"max_iters": 2}, {"max_steps": 2}),
+    ],
+)
+def test_a_papers_own_name_is_an_alias_of_its_knob(name, given, knobs, bm25):
+    """Constructor keywords, and a stored recipe's dict (JSON, as committed artifacts keep
+    them), build the same program under the alias as under the knob's name."""
+    cls = PROGRAMS[name]
+    by_alias, by_name = cls(bm25, **given), cls(bm25, **knobs)
+    assert by_alias.knobs == by_name.knobs
+    assert {k: getattr(by_alias.knobs, k) for k in knobs} == knobs
+    assert cls(bm25, **json.loads(json.dumps(given))).knobs == by_name.knobs
+    assert cls.Knobs(**given) == by_name.knobs  # the model itself reads the alias too
+
+
+def test_a_knob_given_under_both_names_is_refused_in_one_line(bm25):
+    message = one_line_error(lambda: BasicRAG(bm25, top_k=3, k=4))
+    assert message == "basic: knob 'k' is given twice, as 'k' and as 'top_k'"
+
+
+@pytest.mark.parametrize(
+    "knobs", [{"k": 1, "max_steps": 3}, {"passages_per_hop": 1, "max_hops": 3}]
+)
+def test_multihop_runs_its_hops_with_its_passages_under_either_name(knobs, scripted_lm, bm25):
+    """``k=1, max_steps=3``, or as the tutorial writes it, ``SimplifiedBaleen(
+    passages_per_hop=1, max_hops=3)``: three query steps, one passage retrieved by each."""
+    lm, _ = scripted_lm(
+        lambda prompt: {"reasoning": "so", "query": "capital of France", "answer": "Paris"}
+    )
+    program = PROGRAMS["multihop"](bm25, lm=lm, **knobs)
+    prediction = program(question="What is the capital of France?")
+    assert len(program.generate_query) == 3
+    searches = prediction.trace["searches"]
+    assert len(searches) == 3 and all(s["k"] == 1 for s in searches)
 
 
 def test_a_value_outside_a_knobs_choices_is_refused(bm25):
@@ -110,3 +179,18 @@ def test_parse_pairs_reads_json_values_and_keeps_other_text():
     for bad in ("top_k", "=3"):
         with pytest.raises(InputError, match="--set expects knob=value"):
             parse_pairs([bad])
+
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "artifacts"
+
+
+@pytest.mark.parametrize("artifact", sorted(p.parent.name for p in ARTIFACTS.glob("*/recipe.json")))
+def test_every_committed_artifact_builds_its_program_under_the_current_names(artifact, bm25):
+    """Recipes saved before the renames (``top_k``, ``max_turns``, ...) build the same program:
+    each stored value lands on its knob, and the saved prompts and demonstrations load."""
+    directory = ARTIFACTS / artifact
+    recipe, _, _ = read_artifact(directory)
+    program = build_program(recipe["program"], bm25, recipe["knobs"])
+    current = stored_knobs(recipe["program"], recipe["knobs"])
+    assert program.knobs.model_dump() == {**program.knob_defaults(), **current}
+    load_program_state(program, directory, allow_pickle=False)

@@ -208,7 +208,7 @@ def test_report_and_bench_errors(tmp_path):
     ("pair", "message"),
     [
         ("top_k=abc", "basic: knob 'top_k' = 'abc': "),
-        ("nope=1", "basic: unknown knob 'nope'; knobs are top_k, chain_of_thought"),
+        ("nope=1", "basic: unknown knob 'nope'; knobs are k (or top_k), chain_of_thought"),
     ],
 )
 @pytest.mark.parametrize("command", ["evaluate", "ask", "compile"])
@@ -338,7 +338,7 @@ def test_a_budget_stopped_joint_compile_says_what_is_untried_and_a_larger_budget
     assert "chosen knobs: " in second.output
     assert not (tmp_path / ".art.joint-trials.db").exists()
     recipe = json.loads((out / "recipe.json").read_text())
-    assert recipe["joint"]["untried"] == 0 and recipe["knobs"]["top_k"] == 1
+    assert recipe["joint"]["untried"] == 0 and recipe["knobs"]["k"] == 1
     assert len(engine.prompts) > calls_before
 
     shown = run("show", out)  # the search, as compile printed it, read back from the recipe

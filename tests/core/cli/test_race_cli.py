@@ -28,17 +28,24 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
     result = run(
         "compile", "--program", "basic,multihop", "--dataset", dataset, "--model",
         "scripted/fake", "--train-limit", "24", "--dev-limit", "3", "--budget", "60",
-        "--set", "chain_of_thought=false", "--set", "links=0", "--grid", "demos=none",
-        "--out", out,
+        "--set", "chain_of_thought=false", "--set", "links=0", "--set", "max_hops=2",
+        "--grid", "demos=none", "--out", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    # which strategies each --set knob reaches, said before the race starts
+    for line in (
+        "race: --set chain_of_thought=false applies to basic; not to multihop (no such knob)",
+        "race: --set links=0 applies to basic; not to multihop (no such knob)",
+        "race: --set max_hops=2 applies to multihop (as max_steps); not to basic (no such knob)",
+    ):
+        assert line in result.output
     assert "strategy race: " in result.output and " of 60" in result.output
     assert "race winner: basic" in result.output
     # live progress: each chunk of a rung, each rung, then each chunk of a joint trial
     assert "race [chunk] 2 in the race" in result.output
     assert "; scoring multihop at its defaults" in result.output
     assert "race [rung] 1 in the race" in result.output and "out: multihop" in result.output
-    assert "; basic trial 0 (top_k 5, demos none): " in result.output
+    assert "; basic trial 0 (k 5, demos none): " in result.output
     assert "basic at its defaults" in result.output  # the score table's first column
     assert len(engine.prompts) <= 60 + 3 * 3  # the race's budget, then dev: before, after, reload
     recipe = json.loads((out / "recipe.json").read_text())
@@ -72,8 +79,10 @@ def test_race_arguments_are_refused_in_one_line_before_any_call(monkeypatch, scr
     for extra, message in [
         (["--program", "basic,basik"], "unknown program 'basik'"),
         (["--program", "basic,multihop", "--budget", "5"], "too small for the race's first rung"),
-        (["--program", "auto", "--set", "nothing=1"], "knob 'nothing' is a knob of none of"),
+        (["--program", "auto", "--set", "nothing=1"], "--set nothing: no strategy in the race"),
         (["--program", "basic,multihop", "--set", "top_k=abc"], "basic: knob 'top_k'"),
+        (["--program", "basic,multihop", "--set", "k=abc"], "basic: knob 'k'"),
+        (["--program", "basic,one_shot", "--set", "max_steps=2"], "--set max_steps: no strategy"),
     ]:
         result = CliRunner().invoke(app, [str(a) for a in [*base, *extra]])
         assert result.exit_code == 2, result.output

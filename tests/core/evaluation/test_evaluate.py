@@ -110,21 +110,45 @@ def test_a_run_saved_before_a_knob_was_added_resumes_only_at_its_default(
     scripted_lm, bm25, last_question, tmp_path
 ):
     lm, engine = scripted_lm(answer_by_question(last_question))
-    older = {"knobs": {"top_k": 5, "chain_of_thought": False}}  # before rerank_pool existed
+    # before rerank_pool existed (and before top_k was named k)
+    older = {"program": "basic", "knobs": {"top_k": 5, "chain_of_thought": False}}
     (tmp_path / "run.json").write_text(json.dumps(older))
-    program = BasicRAG(bm25, top_k=5, chain_of_thought=False)
-    info = {"knobs": program.knobs.model_dump()}
+    program = BasicRAG(bm25, k=5, chain_of_thought=False)
+    info = {"program": "basic", "knobs": program.knobs.model_dump()}
     assert "rerank_pool" in info["knobs"]
     result = evaluate(program, examples()[:1], run_dir=tmp_path, run_info=info, progress=False)
     assert result.aggregate["n"] == 1
-    changed = BasicRAG(bm25, top_k=5, chain_of_thought=False, rerank_pool=10)
+    changed = BasicRAG(bm25, k=5, chain_of_thought=False, rerank_pool=10)
     with pytest.raises(InputError, match="different run.*knobs"):
         evaluate(
             changed,
             examples()[:1],
             run_dir=tmp_path,
-            run_info={"knobs": changed.knobs.model_dump()},
+            run_info={"program": "basic", "knobs": changed.knobs.model_dump()},
         )
+
+
+def test_a_run_saved_under_a_knobs_old_name_resumes_under_its_new_one(
+    scripted_lm, bm25, last_question, tmp_path
+):
+    """A run directory whose run.json holds a knob's alias (saved before the rename) is the
+    same run: its questions are kept, not run again; another value is another run."""
+    program, saved, knobs = BasicRAG, {"top_k": 3}, {"k": 3}
+    lm, engine = scripted_lm(answer_by_question(last_question))
+    old = program(bm25, **saved)
+    info = {"program": old.name, "knobs": old.knobs.model_dump()}
+    info["knobs"] = {**{k: v for k, v in info["knobs"].items() if k not in knobs}, **saved}
+    evaluate(old, examples()[:1], run_dir=tmp_path, run_info=info, progress=False)
+    calls = len(engine.prompts)
+    assert json.loads((tmp_path / "run.json").read_text())["knobs"].keys() >= saved.keys()
+    new = program(bm25, **knobs)
+    run_info = {"program": new.name, "knobs": new.knobs.model_dump()}
+    result = evaluate(new, examples()[:1], run_dir=tmp_path, run_info=run_info, progress=False)
+    assert result.aggregate["n"] == 1 and len(engine.prompts) == calls  # kept, not rerun
+    other = program(bm25, k=1)
+    with pytest.raises(InputError, match="different run.*knobs"):
+        run_info = {"program": other.name, "knobs": other.knobs.model_dump()}
+        evaluate(other, [], run_dir=tmp_path, run_info=run_info, progress=False)
 
 
 def test_failures_are_reported_kept_out_of_the_log_and_retried(
@@ -203,7 +227,7 @@ def test_run_evaluation_runs_with_the_lm_it_is_given_and_resumes(scripted_lm, tm
     assert result.aggregate["n"] == 3 and result.aggregate["em"] == 1.0
     assert len(engine.prompts) == 3 and dspy.settings.lm is None
     info = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert info["model"] == "scripted/fake" and info["knobs"]["top_k"] == 1
+    assert info["model"] == "scripted/fake" and info["knobs"]["k"] == 1
     again = run_evaluation("basic", str(path), lm, **args)
     assert again.aggregate["n"] == 3 and len(engine.prompts) == 3  # resumed: nothing re-run
     with pytest.raises(InputError, match="basic: knob 'top_k' = 'x'"):

@@ -159,7 +159,7 @@ def test_a_missing_artifact_is_compiled_and_a_present_one_reused(scripted_lm, tm
     done = run_spec(spec, lambda model, **kwargs: lm, progress=False)
     assert done.compiled == [artifact]
     recipe = json.loads((artifact / "recipe.json").read_text())
-    assert recipe["knobs"]["top_k"] == 1 and recipe["dataset"]["train_limit"] == 6
+    assert recipe["knobs"]["k"] == 1 and recipe["dataset"]["train_limit"] == 6
     assert "art" in [name for name, _, _ in done.results]
     calls = len(engine.prompts)
     again = run_spec(spec, lambda model, **kwargs: lm, progress=False)

@@ -35,7 +35,7 @@ def test_chain_of_thought_knob_adds_reasoning(scripted_lm, bm25):
 
 def test_knobs_defaults_search_space_and_registry(bm25):
     defaults = {
-        "top_k": 5,
+        "k": 5,
         "chain_of_thought": False,
         "rerank_pool": 0,
         "rerank_signal": "retriever",
@@ -44,7 +44,7 @@ def test_knobs_defaults_search_space_and_registry(bm25):
     assert BasicRAG(bm25).knobs.model_dump() == defaults and BasicRAG.knob_defaults() == defaults
     with pytest.raises(InputError, match="basic: unknown knob 'topk'"):
         BasicRAG(bm25, topk=3)
-    fixed = {"top_k": 3, "chain_of_thought": True, "links": 2}
+    fixed = {"k": 3, "chain_of_thought": True, "links": 2}
     assert BasicRAG.search_space(optuna.trial.FixedTrial(fixed)) == fixed
     assert get_program("basic") is BasicRAG and "basic" in program_names()
     with pytest.raises(InputError, match="unknown program 'fancy'.*basic"):

@@ -120,16 +120,18 @@ def test_an_unreadable_or_empty_query_searches_the_question_and_is_counted(scrip
 
 
 def test_knobs_are_the_tutorials_with_a_query_writer_per_hop(bm25):
-    assert MultiHop.knob_defaults() == {"max_hops": 2, "passages_per_hop": 3}
+    # the tutorial's max_hops=2, passages_per_hop=3, under netcast's names (the tutorial's
+    # are aliases: tests/programs/test_knobs.py)
+    assert MultiHop.knob_defaults() == {"max_steps": 2, "k": 3}
     names = [n for n, _ in MultiHop(bm25).named_predictors()]
     assert names == [
         "generate_query[0].predict",
         "generate_query[1].predict",
         "generate_answer.predict",
     ]
-    assert len(MultiHop(bm25, max_hops=4).generate_query) == 4
-    space = MultiHop.search_space(optuna.trial.FixedTrial({"max_hops": 3, "passages_per_hop": 5}))
-    assert space == {"max_hops": 3, "passages_per_hop": 5}
+    assert len(MultiHop(bm25, max_steps=4).generate_query) == 4
+    space = MultiHop.search_space(optuna.trial.FixedTrial({"max_steps": 3, "k": 5}))
+    assert space == {"max_steps": 3, "k": 5}
     assert get_program("multihop") is MultiHop and "multihop" in program_names()
     with pytest.raises(InputError, match="multihop: knob 'max_hops' = 0"):
         MultiHop(bm25, max_hops=0)
