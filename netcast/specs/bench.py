@@ -118,10 +118,7 @@ def run_bench(
     for dataset in datasets:
         data = loaded[dataset]
         searcher = open_retriever(data, index, kind=retriever, counter=token_counter(lm))
-        entries = [(name, build_program(name, searcher, lm=lm)) for name in programs]
-        entries += [(label, build_program(p, searcher, k, lm=lm)) for label, p, k in changed]
-        entries += [(Path(c).name, load(c, model=lm, retriever=searcher)) for c in compiled]
-        entries += reference_readers(references, data.examples, dataset, lm=lm)
+        entries = _entries(data, dataset, searcher, lm, programs, changed, compiled, references)
         folder = slug(Path(dataset).stem if dataset.endswith(".jsonl") else dataset)
         for name, program in entries:
             if progress:
@@ -145,16 +142,31 @@ def run_bench(
                     progress=progress,
                     max_errors=max_errors,
                 )
-    if not any(result.rows for result in results.values()):
-        failed = [r for r in results.values() if r.errors]
-        if failed:  # nothing finished to report on: say why
-            from netcast.optimize.workflow import endpoint
-
-            first_id, first = next(iter(failed[0].errors.items()))
-            n = sum(len(r.errors) for r in failed)
-            raise ModelCallError(
-                f"{n} question(s) failed calling {endpoint(lm)} and none finished (first, "
-                f"{first_id}: {first}); run the same command again to resume"
-            )
+    _stop_if_none_finished(results, lm)
     write_report(run_dir)
     return run_dir, results
+
+
+def _entries(data, dataset, searcher, lm, programs, changed, compiled, references) -> list:
+    """A bench's (name, program) pairs on one dataset: the programs as shipped, the variants
+    with changed knobs, the compiled artifacts and the reference readers."""
+    entries = [(name, build_program(name, searcher, lm=lm)) for name in programs]
+    entries += [(label, build_program(p, searcher, k, lm=lm)) for label, p, k in changed]
+    entries += [(Path(c).name, load(c, model=lm, retriever=searcher)) for c in compiled]
+    return entries + reference_readers(references, data.examples, dataset, lm=lm)
+
+
+def _stop_if_none_finished(results: dict[tuple[str, str], EvalResult], lm: Any) -> None:
+    """With no question finished anywhere, nothing to report on: one line saying why."""
+    if any(result.rows for result in results.values()):
+        return
+    failed = [r for r in results.values() if r.errors]
+    if failed:
+        from netcast.optimize.workflow import endpoint
+
+        first_id, first = next(iter(failed[0].errors.items()))
+        n = sum(len(r.errors) for r in failed)
+        raise ModelCallError(
+            f"{n} question(s) failed calling {endpoint(lm)} and none finished (first, "
+            f"{first_id}: {first}); run the same command again to resume"
+        )
