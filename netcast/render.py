@@ -510,8 +510,12 @@ def verdict_lines(
         width = 0.0 if d.low is None else d.high - d.low
         lines.append(
             f"n = {d.n} is a smoke run: it shows the compile works end to end (scored, saved, "
-            f"loaded back), not whether it helps: an interval {width:.2f} wide cannot show a "
-            "gain of a few F1 points."
+            "loaded back), not whether it helps"
+            + (
+                f": an interval {width:.2f} wide cannot show a gain of a few F1 points."
+                if width > 0
+                else "."
+            )
         )
         lines.append(
             f"What decides a claim: the same command with --dev-limit {DECISIVE_N} (paired "

@@ -24,3 +24,11 @@ def test_a_decisive_dev_set_gets_its_difference_and_no_smoke_warning():
 def test_questions_scored_on_one_side_only_are_left_out():
     lines = verdict_lines({"a": 0.5}, {"b": 1.0}, compared="x", searched=False)
     assert lines == []
+
+
+def test_a_compile_that_changed_no_answer_gets_no_interval_width_in_its_smoke_line():
+    same = {f"q{i}": 0.5 for i in range(10)}
+    lines = verdict_lines(same, same, compared="uncompiled", searched=False)
+    assert "+0.000 [+0.000, +0.000]" in lines[0] and "(no difference shown)" in lines[0]
+    smoke = next(line for line in lines if line.startswith("n = 10 is a smoke run"))
+    assert smoke.endswith("not whether it helps.") and "wide" not in smoke
