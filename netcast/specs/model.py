@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from netcast.errors import InputError
 from netcast.files import slug
+from netcast.optimize.settings import JointSettings
 
 RESULTS = Path("benchmarks/results")
 
@@ -43,7 +44,7 @@ class CompiledEntry(_Strict):
     seed: int = 0
     knobs: dict[str, Any] = Field(default_factory=dict, alias="set")
     grid: dict[str, list[Any]] = Field(default_factory=dict)
-    ties: str = "nearest"
+    ties: str = JointSettings.ties  # the joint compile's own default
     budget: PositiveInt | None = None
 
     @property
