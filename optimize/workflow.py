@@ -320,13 +320,10 @@ def _compile_and_score(
     that died) stops the compile before anything is written."""
     dev, train = splits.dev.examples, splits.train.examples
 
-    f1: list[dict[str, float]] = []  # per question, before and after
-
-    def score(program: dspy.Module, what: str) -> dict[str, Any]:
+    def score(program: dspy.Module, what: str) -> tuple[dict[str, Any], dict[str, float]]:
+        """The aggregate, and each question's F1 by id (for the paired difference)."""
         result = evaluate(program, dev, threads=threads, progress=progress)
-        aggregate = _complete(result, lm, what)
-        f1.append({row["id"]: row["scores"]["f1"] for row in result.rows})
-        return aggregate
+        return _complete(result, lm, what), {r["id"]: r["scores"]["f1"] for r in result.rows}
 
     with dspy.context(lm=lm):
         one = isinstance(student, dspy.Module)
@@ -338,7 +335,7 @@ def _compile_and_score(
         if before is None:
             before = score(student[compiled.name], "scoring before compiling")
         after = score(compiled, "scoring the compiled program")
-    return _Run(tele, compiled, before, after, seconds, (f1[0], f1[1]))
+    return _Run(tele, compiled, before[0], after[0], seconds, (before[1], after[1]))
 
 
 def compile_recipe(
