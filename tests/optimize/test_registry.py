@@ -72,7 +72,7 @@ def test_a_searchs_defaults_are_the_settings_objects_and_the_race_shares_the_joi
     for name in ("share", "alpha", "per_step"):
         assert getattr(settings, name) == getattr(JointSettings(), name)
     assert (settings.first, settings.drop_p, settings.eta) == (10, 0.05, 3)
-    with pytest.raises(InputError, match="eta >= 2"):
+    with pytest.raises(InputError, match="eta must be >= 2, got 1"):
         RaceSettings.read({"eta": 1})
 
 
