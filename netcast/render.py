@@ -140,23 +140,27 @@ def race_line(race: dict[str, Any]) -> str:
     """The race's choice in a sentence; a second line where the winner's joint compile tested a
     grid point against its defaults (the test, and whether it took the point)."""
     c = race["choice"]
-    tied = [t for t in c["tied"] if t != c["winner"]]
-    if c["winner"] == c["top"]:
+    # a race of arms names the winning arm and the top one (strategy and knobs changed)
+    winner, top = c.get("winner_arm", c["winner"]), c.get("top_arm", c["top"])
+    tied = [t for t in c["tied"] if t != winner]
+    if winner == top:
         how = "best validation score" + (
             f"; {', '.join(tied)} not told apart from it, at more tokens" if tied else ""
         )
     else:
         v = c["versus_top"]
         how = (
-            f"{c['top']} scored best, but {c['winner']} is not told apart from it "
+            f"{top} scored best, but {winner} is not told apart from it "
             f"({v['diff']:+.3f} on {v['n']} questions, sign-flip p = {v['p']:.3f}, alpha "
             f"{c['alpha']}) and takes fewer tokens"
         )
-    line = f"race winner: {c['winner']} ({how})"
+    line = f"race winner: {winner} ({how})"
     if gate := c.get("versus_defaults"):  # its joint compile's test against its defaults
         point = changed_knobs(c["winner"], gate["knobs"])
         point += "" if gate["demos"] == "none" else f", demos {gate['demos']}"
-        verdict = "kept the defaults" if gate["kept_defaults"] else "took it"
+        verdict = gate.get("verdict") or (
+            "kept the defaults" if gate["kept_defaults"] else "took it"
+        )
         top = gate.get("top_trial", gate["best_trial"])
         tie = "the nearest tie of its top grid point, " if top != gate["best_trial"] else ""
         line += (
@@ -198,7 +202,12 @@ def race_cells(race: dict[str, Any]) -> list[list[str]]:
     cells = []
     for r in race.get("table") or []:
         chosen = r["reason"] == "chosen"
-        won = r["program"] == winner and r["stage"] == "rungs"
+        # a race of arms marks the arm chosen; an earlier race its winner's rungs row
+        won = (
+            chosen
+            if r["stage"].startswith("wave")
+            else (r["program"] == winner and r["stage"] == "rungs")
+        )
         state = "chosen" if chosen else state_cell(r["state"], r["reason"])
         cells.append(
             [
@@ -355,8 +364,9 @@ def trials_table(trials: list[dict[str, Any]]) -> Table:
 
 
 def race_table(race: dict[str, Any]) -> Table:
-    """The strategy race (:func:`race_cells`): each strategy's defaults on the rungs
-    and each grid point of its joint compile, with the calls that reached the model."""
+    """The strategy race (:func:`race_cells`): each arm it scored (an earlier race's: each
+    strategy's defaults on the rungs and each grid point of its joint compile), with the
+    calls that reached the model."""
     table = Table(title=race_title(race))
     for col in RACE_COLUMNS:
         table.add_column(col)
@@ -365,38 +375,35 @@ def race_table(race: dict[str, Any]) -> Table:
     return table
 
 
+RACE_SHOWN = 5  # arms a progress line names, the best first
+
+
 def race_progress(event: str, state: dict[str, Any]) -> None:
-    """A live line per race step on stderr: strategies in the race with their running score,
-    questions scored, calls spent (of the budget), the leader and its margin; on a rung, the
-    strategy being scored; in the deep stage, the joint trial running, its grid point and its
-    score so far. First, a line for each --set knob: the strategies it reaches."""
+    """A live line per race step on stderr: calls spent (of the budget), arms entered and
+    left in the race, the best few by running score (questions scored), who was dropped;
+    on a chunk, the arm being scored and its score so far. First, a line for each --set
+    knob: the strategies it reaches."""
     if event == "knobs":
         for line in state["scope"]:
             err_console.print(f"race: {line}", markup=False, soft_wrap=True)
         return
-    runners = state["runners"].values()
-    alive = [r for r in runners if r.state in ("running", "finished", "out of budget")]
-    means = {r.name: sum(r.scores(state["metric"]).values()) / len(r.rows) for r in alive if r.rows}
-    ranked = sorted(means, key=means.get, reverse=True)
-    margin = f" by {means[ranked[0]] - means[ranked[1]]:.3f}" if len(ranked) > 1 else ""
+    metric, arms = state["metric"], state["arms"]
+    alive = [a for a in arms if a.state in ("running", "finished") and a.rows]
+    ranked = sorted(alive, key=lambda a: -a.mean(metric))
     budget = state["budget"]
     spent = f"{state['spent']} calls" + (f" of {budget}" if budget is not None else "")
-    out = [r.name for r in runners if r.state in ("dropped", "failed")]
-    line = (
-        f"race [{event}] {len(alive)} in the race, {spent}; "
-        + ", ".join(
-            f"{n} {means[n]:.3f} ({len(next(r for r in alive if r.name == n).rows)} q)"
-            for n in ranked
-        )
-        + (f"; leader {ranked[0]}{margin}" if ranked else "")
-        + (f"; out: {', '.join(out)}" if out else "")
+    out = sum(a.state in ("dropped", "halved", "failed") for a in arms)
+    best = ", ".join(
+        f"{a.name} {a.mean(metric):.3f} ({len(a.rows)} q)" for a in ranked[:RACE_SHOWN]
     )
-    if event == "chunk":  # a rung, a chunk of questions at a time
-        line += f"; scoring {state['program']} at its defaults"
-    if event == "trial":  # the deep stage: a survivor's joint compile, a chunk at a time
-        t = state["trial"]
-        point = ", ".join(f"{k} {v}" for k, v in t["point"].items())
-        line += f"; {state['program']} trial {t['trial']} ({point}): {t['score']:.3f} on {t['n']} q"
+    line = f"race [{event}] {spent}; {len(arms)} arms entered, {len(alive)} in the race, {out} out"
+    line += f"; {best}" if best else ""
+    if event == "chunk":
+        a = state["arm"]
+        point = ", ".join(f"{k} {v}" for k, v in a.point.items())
+        line += f"; scoring {a.name} ({point}): {a.mean(metric):.3f} on {len(a.rows)} q"
+    if event == "wave":
+        line += f"; wave {state['wave']}: {state['entered']} arms enter"
     err_console.print(line, markup=False, soft_wrap=True)
 
 

@@ -155,6 +155,29 @@ def grid_points(
     return [first, *points]
 
 
+def point_program(
+    program: dspy.Module,
+    source: str,
+    pool: Sequence[dspy.Example],
+    *,
+    per_step: int,
+    teacher_lm: Any = None,
+    seed: int = 0,
+) -> dspy.Module:
+    """``program`` (built at a grid point's knobs) with demonstrations from ``source`` drawn
+    from ``pool``: none, the data's annotations, or the model's (``teacher_lm``'s) successful
+    traces (BootstrapFewShot: its calls are the teacher's, not a budget's)."""
+    if source == "annotations":
+        teacher = AnnotationTeacher(AnnotationSettings(per_step), seed=seed)
+        return teacher.compile(program, trainset=list(pool))
+    if source == "bootstrap":
+        settings = {"max_bootstrapped_demos": per_step, "max_labeled_demos": 0}
+        return compile_program(
+            program, list(pool), teacher_lm=teacher_lm, seed=seed, settings=settings
+        )
+    return program
+
+
 @dataclass
 class JointResult:
     knobs: dict[str, Any]
@@ -453,21 +476,14 @@ class _Search:
         key = (tuple(sorted(knobs.items(), key=lambda kv: kv[0])), source)
         if key not in self.built:
             tele = self.tele
-            program = self.cls(self.retriever, lm=tele.lm, **knobs)
-            per_step = tele.settings.per_step
-            if source == "annotations":
-                teacher = AnnotationTeacher(AnnotationSettings(per_step), seed=tele.seed)
-                program = teacher.compile(program, trainset=self.pool)
-            elif source == "bootstrap":
-                settings = {"max_bootstrapped_demos": per_step, "max_labeled_demos": 0}
-                program = compile_program(
-                    program,
-                    self.pool,
-                    teacher_lm=tele.teacher_lm,
-                    seed=tele.seed,
-                    settings=settings,
-                )
-            self.built[key] = program
+            self.built[key] = point_program(
+                self.cls(self.retriever, lm=tele.lm, **knobs),
+                source,
+                self.pool,
+                per_step=tele.settings.per_step,
+                teacher_lm=tele.teacher_lm,
+                seed=tele.seed,
+            )
         return self.built[key]
 
     def run(self) -> None:

@@ -3,34 +3,39 @@ demonstrations, is best for this data and this model, found on held-out training
 (never dev) within a budget of model calls, and handed back compiled. ``StrategyRace`` is the
 teleprompter (its student: the candidate programs), configured by ``RaceSettings``.
 
-1. Rungs, cheap and wide: every strategy at its defaults on the first ``first`` validation
-   questions. A strategy that trails the leader (the best mean) by the paired sign-flip test at
-   ``drop_p`` is dropped and spends no more calls; a strategy whose questions fail (a model
-   error, replies it cannot parse) is recorded with its reason and dropped. Of the rest, the
-   better half by mean score (at least two) goes on (successive halving), and the cheapest
-   in tokens a question with them (it can only win among ties, which more questions decide),
-   to twice the questions, until the validation fold is scored, one is left, or the rungs
-   have spent half the budget (the rest is the depth stage's).
-2. Depth: each survivor's joint compile (its knob grid x demonstration sources,
-   ``optimize.joint``) on the whole fold, the leader first, each given an equal share of the
-   calls left (what one leaves goes to the next).
-3. Choice: the survivor with the best validation score, except that among the survivors the
-   same test at ``alpha`` cannot tell apart from it, the cheapest in prompt tokens per question
-   wins: a strategy at ten times the tokens wins only by beating the leader.
+Every (strategy, grid point, demonstration source) is an arm, and one successive halving runs
+over all of them, the validation questions its fidelity (as HbBoPs and TRIPLE select prompts;
+the steps: ``optimize.halving``):
 
-The budget counts calls that reached the model (answers from DSPy's cache are free). Every
-strategy's first question is scored before any other question (what a question of it costs is
-unknown until then; a budget below one call a question of the first rung is refused before any
-call); after that no chunk of questions starts unless the calls left cover it at the most calls
-one question of that strategy has taken so far.
-Every question scored is kept (the rungs' rows as run directories, the joint trials in Optuna
-storage): a killed race rerun with the same settings goes on without scoring them again.
+1. Waves. The first wave brings in every strategy at its defaults; each later one the next
+   arms of each strategy in contention (an arm of it still in the race), nearest its defaults
+   first, as many as cost what one arm of the dearest of them does (cheap arms are seen
+   early), and the next arm of each strategy out of contention after 1, 2, 4, ... waves.
+2. Rungs. A wave's arms, with the arms earlier waves kept, are scored on the first ``first``
+   validation questions, then twice as many, up to the whole fold. At each rung an arm that
+   trails the leader by the paired sign-flip test at ``drop_p`` gets no more calls; the
+   better 1/``eta`` by mean go on, and the cheapest the test at ``alpha`` cannot tell apart
+   from the leader; an arm an earlier wave kept (scored past the rung) is ranked but stays
+   until the last rung, and those the last rung keeps meet the next wave. An arm whose
+   replies fit no field leaves; a model error takes its strategy out.
+3. Choice. Among the arms scored on the most questions, the best validation score, except
+   that among the arms the test at ``alpha`` cannot tell apart from it, the cheapest in
+   prompt tokens a question wins. The winner's test against its strategy's defaults (on the
+   questions both scored) is recorded.
+
+The budget counts calls that reached the model (answers from DSPy's cache are free). In the
+first wave each strategy's first question is scored before any other question (what a
+question of it costs is unknown until then; a budget below one call a question of the first
+rung is refused before any call); a chunk of questions is scored as far as the calls left
+cover it at the most calls one question of that strategy has taken so far, and the race ends
+where they cover no question of the arm next in line. Every question scored is kept (each
+arm's rows in a run directory): a killed race rerun with the same settings takes them, not
+asking the model again, and, charging them as the first run did, makes the same choices.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,33 +44,30 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-import optuna
 from dspy.teleprompt import Teleprompter
 
-from netcast.errors import InputError, one_line
-from netcast.evaluation.evaluate import aggregate, evaluate
-from netcast.evaluation.runlog import RunLog
+from netcast.errors import InputError
+from netcast.evaluation.evaluate import aggregate
 from netcast.evaluation.stats import paired
-from netcast.files import short_hash
 from netcast.optimize.budget import CallBudget
 from netcast.optimize.compile import hold_out
-from netcast.optimize.joint import (
-    JointCompile,
-    check_search,
-    held_knobs,
-    joint_study,
-    model_calls,
-    trial_rows,
+from netcast.optimize.halving import (
+    Arm,
+    Lane,
+    Scorer,
+    drop_trailing,
+    entrants,
+    halve,
+    lanes,
+    score_arm,
 )
+from netcast.optimize.joint import check_search, held_knobs, point_program
 from netcast.optimize.settings import RaceSettings
 from netcast.programs import get_program, program_names
 from netcast.programs import knobs as knobs_mod
 from netcast.programs.base import NetcastProgram
 
 AUTO = "auto"
-CHUNK = 5  # questions scored between budget checks on a rung
-ETA = 2  # successive halving: the better 1/ETA of a rung (and the cheapest) go on
-RUNG_SHARE = 0.5  # the rungs stop doubling once they have spent this share of the budget
 
 
 def race_programs(spec: str | Sequence[str]) -> list[str]:
@@ -144,47 +146,18 @@ def knob_scope(names: Sequence[str], fixed: dict[str, Any]) -> list[str]:
 
 
 @dataclass
-class Runner:
-    """One strategy in the race."""
-
-    name: str
-    state: str = "running"  # running | dropped | failed | out of budget | finished
-    reason: str = ""
-    rows: list[dict[str, Any]] = field(default_factory=list)  # its defaults, on the rungs
-    saved: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows an earlier run kept
-    joint: Any = None  # its JointResult, after the depth stage
-    trials: list[dict[str, Any]] = field(default_factory=list)  # its joint trials, any state
-    choice: dict[str, Any] | None = None  # what it is judged by: scores, tokens, knobs, demos
-
-    def scores(self, metric: str) -> dict[str, float]:
-        return {r["id"]: r["scores"][metric] or 0.0 for r in self.rows}
-
-
-@dataclass
 class RaceResult:
     program_name: str
     knobs: dict[str, Any]
     demos: str
     program: dspy.Module
-    table: list[dict[str, Any]]  # every strategy and grid point tried
+    table: list[dict[str, Any]]  # every arm scored
     choice: dict[str, Any]  # the winner, the leader, the ties and the test
     spent: int
     budget: int | None
-    complete: bool = True  # nothing was cut short by the budget
+    complete: bool = True  # every arm entered and settled: nothing cut short by the budget
     held: dict[str, Any] = field(default_factory=dict)  # the knobs the winner held
     seconds: float = 0.0  # the race's wall time
-
-
-def _summary(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
-    agg = aggregate(rows) if rows else {"n": 0}
-    n = agg["n"]
-    return {
-        "n": n,
-        "score": agg.get(metric),
-        "tokens": (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0) if n else None,
-        "seconds": agg.get("seconds"),
-        "calls": sum(CallBudget.cost(r) for r in rows),
-    }
 
 
 class Candidates(dict):
@@ -242,8 +215,8 @@ class StrategyRace(Teleprompter):
     ``compile(student, trainset=...)``: ``student`` maps each strategy's name to its program
     (``candidates``; a sequence of programs is keyed by their names), each holding the knobs it
     was built with (``optimize.joint.held_knobs``). Returns the winner compiled
-    (``self.result``: the race's table and choice). ``workdir`` keeps what was scored (rung
-    rows, joint trials) so a rerun resumes; ``report(event, state)`` is told of each step (for
+    (``self.result``: the race's table and choice). ``workdir`` keeps what was scored (each
+    arm's rows) so a rerun resumes; ``report(event, state)`` is told of each step (for
     a live display). Run under ``dspy.context(lm=lm)``."""
 
     def __init__(
@@ -269,25 +242,27 @@ class StrategyRace(Teleprompter):
         questions, so dev stays unseen)."""
         start = time.perf_counter()
         race = _Race.open(self, student, trainset)
-        race.rungs()
-        race.depth(trainset)
+        race.run()
         self.result = race.finish(time.perf_counter() - start)
         return self.result.program
 
 
 @dataclass
 class _Race:
-    """A race under way: the candidates and the knobs they hold, the validation fold, the
-    runners, the budget, and the calls an earlier run of it spent on joint trials."""
+    """A race under way: the candidates and the knobs they hold, the validation fold and the
+    questions demonstrations are drawn from, each strategy's lane, the arms entered, the
+    budget."""
 
     tele: StrategyRace
     built: dict[str, dspy.Module]
     held: dict[str, dict[str, Any]]
     valset: list[dspy.Example]
+    pool: list[dspy.Example]
     first: int
-    runners: dict[str, Runner]
+    lanes: dict[str, Lane]
     calls: CallBudget
-    prior: dict[str, int] = field(default_factory=dict)
+    arms: list[Arm] = field(default_factory=list)
+    programs: dict[str, dspy.Module] = field(default_factory=dict)  # by arm key, built once
 
     @classmethod
     def open(cls, tele: StrategyRace, student: Any, trainset: Sequence) -> _Race:
@@ -295,7 +270,8 @@ class _Race:
         if len(built) < 2:
             raise InputError("a race needs at least two different programs (or --program auto)")
         s = tele.settings
-        _, valset = (
+        s.check()
+        pool, valset = (
             ([], list(trainset)) if set(s.demos) == {"none"} else hold_out(trainset, s.share)
         )
         if not valset:
@@ -305,183 +281,121 @@ class _Race:
         check_lanes(held, s.demos, s.budget, first)
         if tele.workdir:
             tele.workdir.mkdir(parents=True, exist_ok=True)
-        runners = {n: Runner(n) for n in built}
-        race = cls(tele, built, held, valset, first, runners, CallBudget(s.budget))
-        race.prior = race.earlier_trials()
+
+        def sources(name: str) -> list[str]:
+            return demo_sources(name, s.demos)
+
+        lanes_ = lanes(built, held, sources, tele.lm, tele.seed)
+        race = cls(tele, built, held, valset, list(pool), first, lanes_, CallBudget(s.budget))
         if fixed := getattr(student, "fixed", None):  # before the first call: what --set reaches
             race.tell("knobs", {**race.state(), "scope": knob_scope(list(built), fixed)})
-        race.take_saved_rows()
         return race
 
-    @property
-    def storage(self) -> str | None:
-        work = self.tele.workdir
-        return f"sqlite:///{work / 'trials.db'}" if work else None
-
-    def study_name(self, n: str) -> str:
-        s = self.tele.settings
-        key = {"knobs": self.held[n], "demos": list(s.demos), "seed": self.tele.seed}
-        return f"joint-{n}-{short_hash(key)}"
-
     def state(self) -> dict[str, Any]:
-        s, metric = self.tele.settings, self.tele.metric
+        s = self.tele.settings
         return {
-            "runners": self.runners,
+            "arms": self.arms,
             "spent": self.calls.spent,
             "budget": s.budget,
-            "metric": metric,
+            "metric": self.tele.metric,
         }
 
     def tell(self, event: str, state: dict[str, Any]) -> None:
         self.tele.report(event, state)
 
-    def alive(self) -> list[Runner]:
-        return [r for r in self.runners.values() if r.state == "running"]
+    def program(self, arm: Arm) -> dspy.Module:
+        """``arm``'s program: its strategy's at its knobs, with demonstrations from its
+        source (built once)."""
+        if arm.key not in self.programs:
+            tele, base = self.tele, self.built[arm.strategy]
+            self.programs[arm.key] = point_program(
+                type(base)(base.retriever, lm=tele.lm, **arm.knobs),
+                arm.demos,
+                self.pool,
+                per_step=tele.settings.per_step,
+                teacher_lm=tele.teacher_lm,
+                seed=tele.seed,
+            )
+        return self.programs[arm.key]
 
-    def earlier_trials(self) -> dict[str, int]:
-        """Calls an earlier run of this race spent on joint trials (reused, not redone): each
-        strategy's joint compile charges its own to its share of the deep stage, so that a
-        resumed race gives every survivor the share an uninterrupted one would have."""
-        work = self.tele.workdir
-        if not work or not (work / "trials.db").exists():
-            return {}
-        prior = {}
-        for n in self.built:
-            try:
-                old = optuna.load_study(study_name=self.study_name(n), storage=self.storage)
-            except KeyError:
-                continue
-            trials = old.get_trials(deepcopy=False)
-            prior[n] = sum(model_calls(t.user_attrs.get("aggregate") or {}) for t in trials)
-        return prior
+    def run(self) -> None:
+        """Waves of arms, each raced with the arms earlier waves kept (module docstring),
+        until every arm has entered or the budget ends the race."""
+        kept: list[Arm] = []
+        wave = 0
+        while any(lane.open for lane in self.lanes.values()):
+            if new := entrants(self.lanes, self.calls, wave):  # none: every open one waits
+                self.arms += new
+                self.tell("wave", {**self.state(), "wave": wave, "entered": len(new)})
+                # in the first wave each strategy's first question before any other: its
+                # calls a question are unknown until then
+                if wave == 0 and not all(self.score(arm, 1) for arm in new):
+                    return
+                if not self.rungs([*kept, *new]):
+                    return
+                kept = [a for a in [*kept, *new] if a.state == "running"]
+            for lane in self.lanes.values():
+                lane.settle(kept)
+            wave += 1
 
-    def take_saved_rows(self) -> None:
-        """Rows an earlier run of this race scored (and paid for) are taken, not redone."""
-        work = self.tele.workdir
-        if not work:
-            return
-        for n, runner in self.runners.items():
-            if (work / n / "run.json").exists():
-                runner.saved = RunLog(work / n, _run_info(n, self.built[n], self.tele.lm)).rows
-                self.calls.charge(n, list(runner.saved.values()))
+    def score(self, arm: Arm, n: int) -> bool:
+        """``arm`` scored up to ``n`` questions; False when the budget ends the race."""
+        if arm.state != "running":
+            return True
 
-    def score(self, runner: Runner, questions: Sequence[dspy.Example]) -> None:
-        def chunk() -> None:  # a live line per chunk of a rung
-            self.tell("chunk", {**self.state(), "program": runner.name})
+        def chunk(a: Arm) -> None:  # a live line per chunk
+            self.tell("chunk", {**self.state(), "arm": a})
 
-        work, lm = self.tele.workdir, self.tele.lm
-        _score_rung(runner, self.built[runner.name], questions, self.calls, work, lm, chunk)
-
-    def rungs(self) -> None:
-        """Every strategy at its defaults, the trailing ones dropped, the rest halved, on
-        twice the questions each rung (module docstring, 1)."""
-        # each strategy's first question scored before any other: its calls a question are
-        # unknown until then, and every later chunk is admitted at the most one of its took
-        for runner in self.runners.values():
-            self.score(runner, self.valset[:1])
-        n_questions = self.first
-        while True:
-            questions = self.valset[:n_questions]
-            for runner in self.alive():
-                self.score(runner, questions)
-                self.tell("scored", self.state())
-            if not self.alive():
-                break
-            leader = self.drop_trailing(self.alive())
-            last = self.last_rung(n_questions)
-            # successive halving: the better half goes on, and the cheapest of all; after the
-            # last rung too, so that the deep stage's shares go to the best few, not to all
-            _halve(self.alive(), self.tele.metric, len(questions))
-            self.tell("rung", {**self.state(), "questions": len(questions), "leader": leader.name})
-            if len(self.alive()) <= 1 or last:
-                break
-            n_questions = min(2 * n_questions, len(self.valset))
-
-    def drop_trailing(self, alive: list[Runner]) -> Runner:
-        """Drop the strategies the paired test says trail the leader at ``drop_p``; the
-        leader."""
-        metric, drop_p = self.tele.metric, self.tele.settings.drop_p
-        leader = max(alive, key=lambda r: _mean(r.scores(metric)))
-        for r in alive:
-            if r is leader:
-                continue
-            test = paired(r.scores(metric), leader.scores(metric), interval=False)
-            if test.trails(drop_p):
-                r.state = "dropped"
-                r.reason = (
-                    f"trails {leader.name} by {-test.diff:.3f} on {test.n} questions "
-                    f"(p = {test.p:.3g})"
-                )
-        return leader
-
-    def last_rung(self, n_questions: int) -> bool:
-        """Whether the rung of ``n_questions`` is the last: the fold is scored, or the rungs'
-        own calls have reached their share of the budget (a resumed race's ``calls.spent``
-        also holds the rows and trials of later stages, which must not end the rungs earlier
-        than the first run did)."""
-        budget = self.tele.settings.budget
-        rung_calls = sum(CallBudget.cost(row) for r in self.runners.values() for row in r.rows)
-        scored = n_questions >= len(self.valset)
-        return scored or (budget is not None and rung_calls >= RUNG_SHARE * budget)
-
-    def depth(self, trainset: Sequence[dspy.Example]) -> None:
-        """Each survivor's joint compile, the leader first, an equal share of what is left."""
-        metric, budget = self.tele.metric, self.tele.settings.budget
-        alive = sorted(self.alive(), key=lambda r: -_mean(r.scores(metric)))
-        for i, runner in enumerate(alive):
-            share = None if budget is None else (budget - self.calls.spent) // (len(alive) - i)
-            if share is not None and share <= 0:
-                break
-            self.deepen(runner, self.calls.lane(share), trainset)
-        for n, spent in self.prior.items():  # trials of strategies this run gave no share (none,
-            self.calls.charge(n, [], extra=spent)  # if the earlier run was this race): spent
-
-    def deepen(self, runner: Runner, lane: CallBudget, trainset: Sequence[dspy.Example]) -> None:
-        """``runner``'s joint compile within ``lane``; a failing one is recorded, never fatal."""
-        tele, name = self.tele, runner.name
-        self.prior.pop(name, None)  # its joint compile charges its earlier trials to ``lane``
-
-        def chunk_scored(trial: dict[str, Any]) -> None:
-            live = {**self.state(), "spent": self.calls.spent + lane.spent}
-            self.tell("trial", {**live, "program": name, "trial": trial})
-
-        study = joint_study(self.storage, self.study_name(name))
-        joint = JointCompile(
-            tele.settings.joint(tuple(demo_sources(name, tele.settings.demos))),
-            lm=tele.lm,
-            metric=tele.metric,
-            teacher_lm=tele.teacher_lm,
-            seed=tele.seed,
-            budget=lane,
-            study=study,
-            progress=False,
-            on_chunk=chunk_scored,
+        scorer = Scorer(
+            self.valset, self.calls, self.tele.metric, self.tele.workdir, self.tele.lm, chunk
         )
-        try:
-            joint.compile(self.built[name], trainset=trainset)
-            runner.joint = joint.result
-        except InputError as err:  # no trial completed within its share
-            runner.reason = str(err)
-        except Exception as err:  # a failing strategy is recorded and left out, never fatal
-            runner.state, runner.reason = "failed", one_line(err)
-        finally:
-            self.calls.absorb(lane)
-            runner.trials = trial_rows(study)  # with no trial complete too: what it spent
-        self.tell("deep", self.state())
+        outcome = score_arm(arm, self.program(arm), n, scorer)
+        if outcome == "error":  # a model error: the strategy leaves the race
+            lane = self.lanes[arm.strategy]
+            lane.failed = arm.reason
+            for other in self.arms:
+                if other.strategy == arm.strategy and other.state == "running":
+                    other.state, other.reason = "failed", f"{arm.name}: {arm.reason}"
+        return outcome != "budget"
 
-    def finalists(self) -> list[Runner]:
-        """The strategies judged: finished, or stopped by the budget on a rung (judged on the
-        questions they scored)."""
-        finalists = []
-        for runner in self.runners.values():
-            if runner.state not in ("running", "out of budget"):
-                continue
-            runner.choice = _choice(runner, self.tele.metric)
-            if runner.choice["scores"]:
-                runner.state = "finished" if runner.state == "running" else runner.state
-                finalists.append(runner)
-        if not finalists:
-            raise InputError("no strategy finished the race: " + _reasons(self.runners))
+    def rungs(self, field_: list[Arm]) -> bool:
+        """``field_`` raced over doubling questions up to the whole fold; False when the
+        budget ends the race."""
+        s, metric = self.tele.settings, self.tele.metric
+        n = self.first
+        while True:
+            for arm in field_:
+                if not self.score(arm, n):
+                    return False
+            alive = [a for a in field_ if a.state == "running"]
+            last = n >= len(self.valset)
+            if alive:
+                leader = drop_trailing(alive, n, metric, s.drop_p)
+                alive = [a for a in alive if a.state == "running"]
+                halve(alive, n, metric, s.eta, s.alpha, last)
+                self.tell("rung", {**self.state(), "questions": n, "leader": leader})
+            if last or not alive:
+                return True
+            n = min(2 * n, len(self.valset))
+
+    def finalists(self) -> list[Arm]:
+        """The arms judged: those left in the race scored on the most questions (the others
+        left are marked out of budget)."""
+        left = [a for a in self.arms if a.state in ("running", "out of budget") and a.rows]
+        if not left:
+            raise InputError("no arm finished the race: " + _reasons(self.arms))
+        most = max(len(a.rows) for a in left)
+        finalists = [a for a in left if len(a.rows) == most]
+        for arm in self.arms:  # entered, but the budget ended the race before its first chunk
+            if arm.state == "running" and not arm.rows:
+                arm.state, arm.reason = "out of budget", "scored 0 questions"
+        for arm in left:
+            if arm in finalists:
+                arm.state, arm.reason = "finished", ""
+            else:
+                arm.state = "out of budget"
+                arm.reason = arm.reason or f"scored {len(arm.rows)} questions"
+            arm.choice = _choice(arm, self.tele.metric)
         return finalists
 
     def finish(self, seconds: float) -> RaceResult:
@@ -489,53 +403,54 @@ class _Race:
         s, metric = self.tele.settings, self.tele.metric
         finalists = self.finalists()
         winner, choice = pick_winner(finalists, s.alpha, s.drop_p, len(self.valset))
-        if gate := _gate(winner):
+        defaults = next(
+            (a for a in self.arms if a.strategy == winner.strategy and a.order == 0), None
+        )
+        if gate := _versus_defaults(winner, defaults, metric, s.alpha):
             choice["versus_defaults"] = gate
-        if winner.joint is not None:
-            program, knobs, source = winner.joint.program, winner.joint.knobs, winner.joint.demos
-        else:
-            program = self.built[winner.name]
-            knobs, source = program.knobs.model_dump(), "none"
-        complete = all(r.state == "finished" for r in finalists) and all(
-            r.joint is not None and not r.joint.untried for r in finalists
+        complete = not any(lane.open for lane in self.lanes.values()) and all(
+            a.state != "out of budget" for a in self.arms
         )
         self.tell("done", {**self.state(), "choice": choice})
-        table = race_table(self.runners, metric)
+        table = race_table(self.arms, metric, winner)
         if self.tele.workdir:
             (self.tele.workdir / "race.json").write_text(json.dumps(table, indent=1))
         return RaceResult(
-            winner.name,
-            knobs,
-            source,
-            program,
+            winner.strategy,
+            winner.knobs,
+            winner.demos,
+            self.program(winner),
             table,
             choice,
             self.calls.spent,
             s.budget,
             complete,
-            self.held[winner.name],
+            self.held[winner.strategy],
             seconds,
         )
 
 
 def pick_winner(
-    finalists: Sequence[Runner], alpha: float, drop_p: float, n: int
-) -> tuple[Runner, dict[str, Any]]:
+    finalists: Sequence[Arm], alpha: float, drop_p: float, n: int
+) -> tuple[Arm, dict[str, Any]]:
     """The best validation score; among the finalists it cannot be told from at ``alpha``, the
-    cheapest in tokens a question. The winner, and the choice as the recipe records it."""
-    top = max(finalists, key=lambda r: (r.choice["score"], -r.choice["tokens"]))
+    cheapest in tokens a question. The winner, and the choice as the recipe records it
+    (strategies by name, the ties as arms)."""
+    top = max(finalists, key=lambda a: (a.choice["score"], -a.choice["tokens"]))
     tied = [
-        r
-        for r in finalists
-        if r is top
-        or not paired(top.choice["scores"], r.choice["scores"], interval=False).beats(alpha)
+        a
+        for a in finalists
+        if a is top
+        or not paired(top.choice["scores"], a.choice["scores"], interval=False).beats(alpha)
     ]
-    winner = min(tied, key=lambda r: (r.choice["tokens"], -r.choice["score"]))
+    winner = min(tied, key=lambda a: (a.choice["tokens"], -a.choice["score"]))
     test = paired(winner.choice["scores"], top.choice["scores"], interval=False)
     return winner, {
-        "winner": winner.name,
-        "top": top.name,
-        "tied": sorted(r.name for r in tied),
+        "winner": winner.strategy,
+        "top": top.strategy,
+        "winner_arm": winner.name,
+        "top_arm": top.name,
+        "tied": sorted(a.name for a in tied),
         "versus_top": {"n": test.n, "diff": round(test.diff, 4), "p": round(test.p, 4)},
         "alpha": alpha,
         "drop_p": drop_p,
@@ -543,161 +458,71 @@ def pick_winner(
     }
 
 
-def _halve(alive: list[Runner], metric: str, n: int) -> None:
-    """Keep the better half of ``alive`` by mean score (at least two), and the cheapest in
-    tokens a question of all of them (it can win the race only among ties, which a few more
-    questions decide); the rest leave the race."""
-    ranked = sorted(alive, key=lambda r: -_mean(r.scores(metric)))
-    kept = ranked[: max(2, math.ceil(len(ranked) / ETA))]
-    cheapest = min(alive, key=lambda r: _summary(r.rows, metric)["tokens"] or 0)
-    if cheapest not in kept:
-        kept.append(cheapest)
-    for r in alive:
-        if r not in kept:
-            r.state = "dropped"
-            r.reason = f"halved: {_mean(r.scores(metric)):.3f}, not in the better half on {n}"
-
-
-def _mean(scores: dict[str, float]) -> float:
-    return sum(scores.values()) / len(scores) if scores else 0.0
-
-
-def _reasons(runners: dict[str, Runner]) -> str:
-    return "; ".join(f"{r.name}: {r.state} ({r.reason})" for r in runners.values())
-
-
-def _score_rung(
-    runner: Runner,
-    program: dspy.Module,
-    questions: Sequence[dspy.Example],
-    calls: CallBudget,
-    work: Path | None,
-    lm: Any,
-    on_chunk: Callable[[], None] = lambda: None,
-) -> None:
-    """Score ``runner`` at its defaults on ``questions`` (those not scored yet, or saved by an
-    earlier run), a chunk at a time while the budget covers it, ``on_chunk`` told after each;
-    a failing question drops the strategy."""
-    done = {r["id"] for r in runner.rows}
-    for q in questions:
-        if q.id not in done and q.id in runner.saved:
-            runner.rows.append(runner.saved[q.id])
-            done.add(q.id)
-    todo = [q for q in questions if q.id not in done]
-    run_dir = work / runner.name if work else None
-    info = _run_info(runner.name, program, lm)
-    start = 0
-    while start < len(todo):
-        n = calls.affordable(runner.name, min(CHUNK, len(todo) - start))
-        if n == 0:
-            runner.state, runner.reason = "out of budget", f"scored {len(runner.rows)} questions"
-            return
-        result = evaluate(
-            program,
-            todo[start : start + n],
-            run_dir=run_dir,
-            run_info=info,
-            progress=False,
-            max_errors=0,
-        )
-        fresh = [r for r in result.rows if r["id"] not in done]
-        # rows an earlier run saved were charged by it (recounted from the run directory)
-        calls.charge(runner.name, fresh)
-        runner.rows += fresh
-        done |= {r["id"] for r in fresh}
-        on_chunk()
-        if result.errors:
-            first_id, first = next(iter(result.errors.items()))
-            runner.state, runner.reason = "failed", f"{first_id}: {first}"
-            return
-        start += n
-
-
-def _run_info(name: str, program: dspy.Module, lm: Any) -> dict[str, Any]:
+def _versus_defaults(
+    winner: Arm, defaults: Arm | None, metric: str, alpha: float
+) -> dict[str, Any] | None:
+    """The winner's test against its strategy's defaults on the questions both scored (None
+    where the winner is the defaults, or they were not scored): recorded, not a gate (the
+    choice is the race's, ``pick_winner``)."""
+    if defaults is None or defaults is winner or not defaults.rows:
+        return None
+    test = paired(winner.scores(metric), defaults.scores(metric), interval=False)
+    verdict = "beats them" if test.beats(alpha) else "not told apart"
     return {
-        "program": name,
-        "knobs": program.knobs.model_dump(),
-        "model": getattr(lm, "model", None),
+        "best_trial": winner.name,
+        "default_trial": defaults.name,
+        "n": test.n,
+        "diff": round(test.diff, 4),
+        "p": round(test.p, 4),
+        "alpha": alpha,
+        "kept_defaults": False,
+        "verdict": verdict,
+        "knobs": winner.knobs,
+        "demos": winner.demos,
+        "score": round(winner.mean(metric, test.n), 4),
+        "default_score": round(defaults.mean(metric, test.n), 4),
     }
 
 
-def _choice(runner: Runner, metric: str) -> dict[str, Any]:
-    """What a finished strategy is judged by: its joint compile's choice (on the whole fold),
-    else its defaults on the rungs."""
-    joint = runner.joint
-    if joint is not None:
-        row = next(t for t in joint.trials if t["trial"] == joint.trial)
-        scores = dict(row["question_scores"])
-        return {
-            "scores": scores,
-            "score": _mean(scores),
-            "tokens": row["tokens"] or 0,
-            "knobs": joint.knobs,
-            "demos": joint.demos,
-        }
-    scores = runner.scores(metric)
-    summary = _summary(runner.rows, metric)
+def _reasons(arms: Sequence[Arm]) -> str:
+    return "; ".join(f"{a.name}: {a.state} ({a.reason})" for a in arms)
+
+
+def _choice(arm: Arm, metric: str) -> dict[str, Any]:
+    """What a finalist is judged by: its questions' scores, their mean, tokens a question."""
+    scores = arm.scores(metric)
     return {
         "scores": scores,
-        "score": _mean(scores),
-        "tokens": summary["tokens"] or 0,
-        "knobs": None,
-        "demos": "none",
+        "score": arm.mean(metric),
+        "tokens": arm.tokens(),
+        "knobs": arm.knobs,
+        "demos": arm.demos,
     }
 
 
-def _gate(runner: Runner) -> dict[str, Any] | None:
-    """The winner's joint compile's test of the grid point it compared with its defaults (the
-    best, or with ties "nearest" the nearest tie), with both points' knobs and scores: None
-    where the defaults scored best or no joint compile ran."""
-    versus = runner.joint.versus_defaults if runner.joint is not None else None
-    if not versus or versus["best_trial"] == versus["default_trial"]:
-        return None
-    rows = {t["trial"]: t for t in runner.joint.trials}
-    best, default = rows[versus["best_trial"]], rows[versus["default_trial"]]
-    return {
-        **versus,
-        "knobs": best["knobs"],
-        "demos": best["demos"],
-        "score": best["score"],
-        "default_score": default["score"],
-    }
-
-
-def race_table(runners: dict[str, Runner], metric: str) -> list[dict[str, Any]]:
-    """Every strategy's defaults on the rungs and every grid point of its joint compile: n,
-    score, tokens and seconds a question, calls that reached the model, state."""
+def race_table(arms: Sequence[Arm], metric: str, winner: Arm | None = None) -> list[dict]:
+    """Every arm entered: its strategy, wave, knobs, demonstrations, questions scored, score,
+    tokens and seconds a question, calls that reached the model, state and why it stopped
+    (``chosen``: the winner), its questions' scores."""
     table = []
-    for r in runners.values():
+    for a in arms:
+        agg = aggregate(a.rows) if a.rows else {}
         table.append(
             {
-                "program": r.name,
-                "stage": "rungs",
-                "knobs": "defaults",
-                "demos": "none",
-                **_summary(r.rows, metric),
-                "state": r.state,
-                "reason": r.reason,
-                "question_scores": r.scores(metric),
+                "program": a.strategy,
+                "stage": f"wave {a.wave}",
+                "knobs": a.knobs,
+                "demos": a.demos,
+                "n": len(a.rows),
+                "score": a.mean(metric) if a.rows else None,
+                "tokens": a.tokens() if a.rows else None,
+                "seconds": agg.get("seconds"),
+                "calls": a.calls(),
+                "state": a.state,
+                "reason": "chosen" if a is winner else a.reason,
+                "question_scores": a.scores(metric),
             }
         )
-        for t in r.trials:
-            table.append(
-                {
-                    "program": r.name,
-                    "stage": "joint",
-                    "knobs": t["knobs"],
-                    "demos": t["demos"],
-                    "n": t["n"],
-                    "score": t["score"],
-                    "tokens": t["tokens"],
-                    "seconds": t.get("seconds"),
-                    "calls": t["model_calls"],  # as the rungs count them: cache hits free
-                    "state": t["state"],
-                    "reason": "chosen" if r.joint and t["trial"] == r.joint.trial else t["reason"],
-                    "question_scores": t["question_scores"],
-                }
-            )
     return table
 
 

@@ -90,19 +90,25 @@ class JointSettings(Settings):
 
 @dataclass(frozen=True)
 class RaceSettings(JointSettings):
-    """The strategy race (``optimize.race``): the joint compile's settings for each survivor's
-    deep stage, ``budget`` the whole race's (checked before each chunk of questions),
-    ``first`` the first rung's questions, ``drop_p`` the p at which a strategy trailing the
-    leader leaves the race."""
+    """The strategy race (``optimize.race``): one successive halving over every (strategy,
+    grid point, demonstration source), its arms (``optimize.halving``), on held-out training
+    questions. ``budget``: model calls the whole race may spend (checked before each chunk
+    of questions); ``demos``, ``share``: as the joint compile's; ``first``: the questions of
+    the first rung (each rung doubles them, up to the validation fold); ``drop_p``: the p at
+    which an arm trailing the leader by the paired test gets no more calls; ``eta``: a rung
+    keeps the better 1/``eta`` of its newcomers (and the cheapest not told apart from the
+    leader at ``alpha``); ``alpha``: the test that tells a cheaper arm from the best."""
 
     first: int = 10
     drop_p: float = 0.05
+    eta: int = 3
 
-    def joint(self, demos: tuple[str, ...]) -> JointSettings:
-        """A survivor's joint compile: these settings with its own demonstration sources, its
-        calls the race's to give (``CallBudget`` lanes)."""
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(JointSettings)}
-        return JointSettings(**{**shared, "budget": None, "demos": tuple(demos)})
+    def check(self) -> None:
+        super().check()
+        if self.first < 1:
+            raise InputError(f"race settings: first must be >= 1, got {self.first}")
+        if self.eta < 2:
+            raise InputError(f"race settings: eta must be >= 2, got {self.eta}")
 
 
 @dataclass(frozen=True)

@@ -75,29 +75,34 @@ def test_the_race_picks_the_best_and_drops_a_trailing_strategy_at_its_first_rung
     examples = train(tmp_path)
     result = run(lm, bm25, examples)
     assert result.program_name == "basic"
-    rows = {(r["program"], r["stage"]): r for r in result.table if r["stage"] == "rungs"}
-    dropped = rows[("multihop", "rungs")]
+    rows = {r["program"]: r for r in result.table if r["stage"] == "wave 0"}
+    dropped = rows["multihop"]
     assert dropped["state"] == "dropped" and dropped["n"] == 10 and dropped["score"] == 0.0
     assert "trails basic" in dropped["reason"]
-    # multihop spent its first rung only (3 calls a question), and ran no joint trial
-    assert calls(engine)[1] == 10 * 3
-    assert not [r for r in result.table if r["program"] == "multihop" and r["stage"] == "joint"]
-    assert result.choice["winner"] == "basic" and result.choice["tied"] == ["basic"]
+    # each multihop arm (its grid points enter after 1, 2, 4, ... waves out of contention)
+    # spent its first rung only (3 calls a question)
+    multihop = [r for r in result.table if r["program"] == "multihop"]
+    assert all(r["state"] == "dropped" and r["n"] == 10 for r in multihop)
+    assert calls(engine)[1] == 10 * 3 * len(multihop)
+    assert result.choice["winner"] == "basic" and result.choice["tied"] == [
+        result.choice["winner_arm"]
+    ]
 
 
 def test_between_strategies_the_test_cannot_tell_apart_the_cheaper_wins(
     scripted_lm, bm25, tmp_path
 ):
-    # multihop right on every question, basic wrong on one: multihop scores best, but one
-    # question apart is no difference (p = 1): basic, at a third of the calls and fewer
-    # tokens, wins
+    # multihop right on every question, basic wrong on the first: multihop scores best, but
+    # one question apart is no difference (p = 1): basic, at a third of the calls and fewer
+    # tokens, wins (on the first rung it is kept as the cheapest not told apart from the
+    # leader)
     examples = train(tmp_path)
-    lm, _ = scripted_lm(script(wrong_on=[int(examples[-1].id[1:])]))
+    lm, _ = scripted_lm(script(wrong_on=[int(examples[0].id[1:])]))
     result = run(lm, bm25, examples)
     assert result.choice["top"] == "multihop"
-    assert result.choice["tied"] == ["basic", "multihop"]
+    assert result.choice["tied"] == ["basic k=1", "multihop k=1"]  # the cheapest of each
     assert result.choice["winner"] == "basic" and result.program_name == "basic"
-    tokens = {r["program"]: r["tokens"] for r in result.table if r["stage"] == "rungs"}
+    tokens = {r["program"]: r["tokens"] for r in result.table if r["stage"] == "wave 0"}
     assert tokens["basic"] < tokens["multihop"]
 
 
@@ -137,8 +142,8 @@ def test_a_failing_strategy_is_recorded_and_dropped(scripted_lm, bm25, tmp_path)
 def test_set_k_reaches_every_raced_strategy_with_a_retrieval_depth_and_says_so(
     scripted_lm, bm25, tmp_path
 ):
-    """``--set k=1`` in a race holds basic at 1 passage and multihop at 1 passage a hop (each
-    strategy's rungs run with it); the race first says which strategies each knob reaches."""
+    """``--set k=1`` in a race holds basic at 1 passage and multihop at 1 passage a hop (every
+    arm of each runs with it); the race first says which strategies each knob reaches."""
     lm, engine = scripted_lm(script(multihop="Berlin"))
     told = []
     fixed = {"k": 1, "chain_of_thought": False, "max_hops": 2}
@@ -147,12 +152,14 @@ def test_set_k_reaches_every_raced_strategy_with_a_retrieval_depth_and_says_so(
         report=lambda event, state: told.append((event, state)),
     )  # fmt: skip
     work = tmp_path / "race"
-    ran = {n: json.loads((work / n / "run.json").read_text()) for n in ("basic", "multihop")}
-    assert ran["basic"]["knobs"]["k"] == 1 and ran["multihop"]["knobs"]["k"] == 1
-    assert ran["multihop"]["knobs"]["max_steps"] == 2
+    arms = {n: list(work.glob(f"{n}-*")) for n in ("basic", "multihop")}
+    assert arms["basic"] and arms["multihop"]
+    ran = {n: [json.loads((d / "run.json").read_text()) for d in dirs] for n, dirs in arms.items()}
+    assert all(r["knobs"]["k"] == 1 for runs in ran.values() for r in runs)
+    assert all(r["knobs"]["max_steps"] == 2 for r in ran["multihop"])
     assert result.program_name == "basic" and result.knobs["k"] == 1
-    for n, hops in (("basic", 1), ("multihop", 2)):  # every search of the rungs asked for 1
-        rows = [json.loads(line) for line in (work / n / "predictions.jsonl").open()]
+    for n, hops in (("basic", 1), ("multihop", 2)):  # every search of every arm asked for 1
+        rows = [json.loads(line) for d in arms[n] for line in (d / "predictions.jsonl").open()]
         searches = [s for r in rows for s in r["trace"]["searches"]]
         assert rows and len(searches) == hops * len(rows) and {s["k"] for s in searches} == {1}
     assert told[0][0] == "knobs"
@@ -202,6 +209,9 @@ def race_recipe(data, budget=None):
 
 def test_a_killed_race_resumes_without_rescoring_finished_questions(scripted_lm, tmp_path):
     data = capitals_file(tmp_path / "capitals.jsonl", 40)  # 20 training questions
+    lm, engine = scripted_lm(script(multihop="Berlin"))
+    compile_recipe(race_recipe(data), tmp_path / "whole", lm=lm, progress=False)
+    whole = len(engine.prompts)  # the race and the winner's 3 dev questions, twice
     count = {"n": 0}
     respond = script(multihop="Berlin")
 
@@ -219,12 +229,11 @@ def test_a_killed_race_resumes_without_rescoring_finished_questions(scripted_lm,
 
     lm, engine = scripted_lm(respond)
     result = compile_recipe(race_recipe(data), out, lm=lm, progress=False)
-    basic_calls, multihop_calls = calls(engine)
     # basic's 10 first-rung questions and multihop's first 4 were not asked again
-    assert multihop_calls == 3 * (10 - 4)
+    assert len(engine.prompts) == whole - (10 + 3 * 4)
     assert result.race["choice"]["winner"] == "basic"
-    table = {r["program"]: r for r in result.race["table"] if r["stage"] == "rungs"}
-    assert table["basic"]["n"] == 10 and table["multihop"]["n"] == 10
+    table = {r["program"]: r for r in result.race["table"] if r["stage"] == "wave 0"}
+    assert table["multihop"]["n"] == 10 and table["multihop"]["state"] == "dropped"
     # the recipe records the race; the artifact is an ordinary one, of the winner
     recipe, scores, _ = read_artifact(result.artifact)
     assert recipe["program"] == "basic" and recipe["race"]["programs"] == "basic,multihop"
@@ -245,41 +254,22 @@ def test_a_race_artifact_reruns_its_race_for_another_model(scripted_lm, tmp_path
     assert meta["lineage"]["parent"] == str((tmp_path / "a").resolve())
 
 
-def test_a_rung_halves_the_field_but_keeps_the_cheapest():
-    from netcast.optimize.race import Runner, _halve
-
-    def runner(name, right, tokens):
-        rows = [
-            {"id": f"q{i}", "scores": {"f1": float(i < right), "tokens_in": tokens}}
-            for i in range(10)
-        ]
-        return Runner(name, rows=rows)
-
-    field = [runner("a", 9, 900), runner("b", 8, 800), runner("c", 7, 700), runner("d", 6, 100),
-             runner("e", 5, 500)]  # fmt: skip
-    _halve(field, "f1", 10)
-    assert [r.name for r in field if r.state == "running"] == ["a", "b", "c", "d"]
-    assert field[4].state == "dropped" and "halved" in field[4].reason
-    two = [runner("x", 9, 900), runner("y", 1, 100)]
-    _halve(two, "f1", 10)  # never below two: the depth stage decides between them
-    assert all(r.state == "running" for r in two)
-
-
-def test_a_resumed_race_takes_the_same_rungs_and_spends_nothing_again(scripted_lm, bm25, tmp_path):
-    # 24 validation questions; budget 150: the rungs stop at half of it, after 20 questions
-    # (basic 1 call and multihop 3 a question: 40 calls after 10, 80 after 20)
+def test_a_resumed_race_takes_the_same_arms_and_spends_nothing_again(scripted_lm, bm25, tmp_path):
+    # budget 150: the race stops in a later wave; the same race again takes every row from
+    # the work directory and makes the same choices, calling the model not at all
     examples, work = train(tmp_path), tmp_path / "race"
     lm, engine = scripted_lm(script())
     first = run(lm, bm25, examples, budget=150, workdir=work)
-    rungs = [r for r in first.table if r["stage"] == "rungs"]
-    assert {r["n"] for r in rungs} == {20}
+    assert any(r["state"] == "out of budget" for r in first.table)
     spent = len(engine.prompts)
-    # the same race again: every row and trial is taken from the work directory, and the
-    # rungs end where they ended, though the calls of its deep stage are already spent
     lm, engine = scripted_lm(script())
     again = run(lm, bm25, examples, budget=150, workdir=work)
     assert engine.prompts == []
-    assert [r for r in again.table if r["stage"] == "rungs"] == rungs
+
+    def timeless(table):
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in table]
+
+    assert timeless(again.table) == timeless(first.table)
     assert again.spent == first.spent == spent
     assert again.choice == first.choice
 
@@ -292,79 +282,11 @@ def test_a_trial_counts_the_calls_that_reached_the_model_as_the_rungs_do():
     assert model_calls({}) == 0  # a trial killed before its first chunk stored nothing
 
 
-def test_a_race_killed_in_its_deep_stage_resumes_to_the_same_end(scripted_lm, bm25, tmp_path):
-    # the same race uninterrupted, and killed a few calls before its end (in the deep stage)
-    # then run again: each survivor's share of the deep stage, hence every trial, is the same
-    examples = train(tmp_path)
-    lm, engine = scripted_lm(script())
-    whole = run(lm, bm25, examples, budget=150, workdir=tmp_path / "whole")
-    assert [r for r in whole.table if r["stage"] == "joint"]  # it reached the deep stage
-    count, respond = {"n": 0}, script()
-
-    def dies(prompt):
-        count["n"] += 1
-        if count["n"] > len(engine.prompts) - 5:
-            raise KeyboardInterrupt
-        return respond(prompt)
-
-    lm, _ = scripted_lm(dies)
-    with pytest.raises(KeyboardInterrupt):
-        run(lm, bm25, examples, budget=150, workdir=tmp_path / "cut")
-    lm, _ = scripted_lm(script())
-    resumed = run(lm, bm25, examples, budget=150, workdir=tmp_path / "cut")
-
-    def timeless(table):
-        return [{k: v for k, v in row.items() if k != "seconds"} for row in table]
-
-    # the trial the kill cut is listed as failed (its point tried again after it)
-    killed = [r for r in resumed.table if r["state"] == "fail"]
-    assert len(killed) == 1 and killed[0]["n"] == 0
-    assert timeless(r for r in resumed.table if r not in killed) == timeless(whole.table)
-    assert resumed.spent == whole.spent and resumed.choice == whole.choice
-
-
-def test_after_the_last_rung_the_field_is_halved_before_the_deep_stage(scripted_lm, bm25, tmp_path):
-    # three strategies, 10 validation questions: the first rung is the last. basic right on
-    # all (and the cheapest), multihop wrong on one, iterkey wrong on two: no paired test
-    # drops iterkey (p = 0.5), but it is not in the better two, so it leaves before the deep
-    # stage and runs no joint trial
-    examples = train(tmp_path, n=20)
-    ids = [int(e.id[1:]) for e in examples]
-
-    def respond(prompt):
-        question = last_question(prompt)
-        asked = [i for i in ids if question.startswith(f"Question {i}:")]
-        if "[[ ## is_correct ## ]]" in prompt and "[[ ## answer ## ]]\n" in prompt:
-            return {"is_correct": "True"}
-        if "[[ ## keywords ## ]]" in prompt:
-            return {"keywords": '["capital", "France"]'}
-        if "Below are some documents" in prompt:  # iterkey's answer
-            return {"answer": "Berlin" if set(asked) & set(ids[:2]) else "Paris"}
-        if is_multihop(prompt):
-            answer = "Berlin" if set(asked) & {ids[2]} else "Paris"
-            return {"reasoning": "so", "query": "capital France", "answer": answer}
-        return {"answer": "Paris"}
-
-    lm, _ = scripted_lm(respond)
-    with dspy.context(lm=lm):
-        result = race(
-            ["basic", "multihop", "iterkey"], bm25, examples, lm=lm, demos=NONE, first=10,
-            fixed={**FIXED, "validation": "text"},
-        )  # fmt: skip
-    rungs = {r["program"]: r for r in result.table if r["stage"] == "rungs"}
-    assert {r["n"] for r in rungs.values()} == {10}
-    assert [rungs[p]["score"] for p in ("basic", "multihop", "iterkey")] == [1.0, 0.9, 0.8]
-    assert rungs["iterkey"]["state"] == "dropped" and "halved" in rungs["iterkey"]["reason"]
-    joint = {r["program"] for r in result.table if r["stage"] == "joint"}
-    assert joint == {"basic", "multihop"}
-    assert result.choice["winner"] == "basic"
-
-
 def test_the_race_reports_its_winners_grid_point_against_its_defaults(scripted_lm, bm25, tmp_path):
     # basic's reader is right only when no other capital is in its context: at its defaults
     # (k 5) Berlin's passage is retrieved and it is wrong; k 1 is right. multihop is
-    # wrong throughout. The race line names the point basic took and its test against the
-    # defaults, as `netcast compile --optimizer joint` does, by knobs (no trial numbers)
+    # wrong throughout. The race line names the arm that won and its test against its
+    # strategy's defaults, by knobs
     def respond(prompt):
         if is_multihop(prompt):
             return {"reasoning": "so", "query": "capital France", "answer": "Berlin"}
@@ -375,23 +297,22 @@ def test_the_race_reports_its_winners_grid_point_against_its_defaults(scripted_l
     assert result.program_name == "basic" and result.knobs["k"] == 1
     gate = result.choice["versus_defaults"]
     assert gate["knobs"]["k"] == 1 and gate["score"] == 1.0 and gate["default_score"] == 0.0
-    assert not gate["kept_defaults"] and gate["p"] < 0.1
+    assert gate["p"] < 0.1 and gate["verdict"] == "beats them"
     line = race_line({"choice": result.choice}).splitlines()
-    assert line[0].startswith("race winner: basic (")
+    assert line[0] == "race winner: basic k=1 (best validation score)"
     assert line[1].startswith("basic: k=1 (1.000) vs its defaults (0.000) on 24 validation")
-    assert line[1].endswith(": took it")
-    assert "trial" not in line[1]
+    assert line[1].endswith(": beats them")
 
 
-def test_a_race_whose_winner_kept_its_defaults_says_so(scripted_lm, bm25, tmp_path):
-    # basic right at every grid point: k 1 ties the defaults at fewer tokens, but does
-    # not beat them, so the defaults are kept, and the second line says why
+def test_a_winner_tied_with_its_defaults_at_fewer_tokens_says_so(scripted_lm, bm25, tmp_path):
+    # basic right at every grid point: k 1 ties the defaults at fewer tokens and the test
+    # cannot tell them apart, so the cheaper arm wins, and the second line says they tie
     lm, _ = scripted_lm(script(multihop="Berlin"))
     result = run(lm, bm25, train(tmp_path))
-    assert result.knobs["k"] == 5
+    assert result.knobs["k"] == 1
     first, second = race_line({"choice": result.choice}).splitlines()
-    assert first == "race winner: basic (best validation score)"
+    assert first == "race winner: basic k=1 (best validation score)"
     assert second == (
         "basic: k=1 (1.000) vs its defaults (1.000) on 24 validation questions: +0.000, "
-        "sign-flip p = 1.000 (alpha 0.1): kept the defaults"
+        "sign-flip p = 1.000 (alpha 0.1): not told apart"
     )

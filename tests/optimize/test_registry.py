@@ -68,10 +68,12 @@ def test_a_searchs_defaults_are_the_settings_objects_and_the_race_shares_the_joi
     race = make_recipe(program="basic,multihop", knobs={}, dataset="x", teacher="annotations")
     settings = RaceSettings.read(race.optimizer.settings)
     assert race.optimizer.name == "race" and settings.demos == ("none", "annotations")
-    deep = settings.joint(("none",))
-    for name in ("share", "alpha", "ties", "chunk", "per_step"):
-        assert getattr(deep, name) == getattr(JointSettings(), name) == getattr(settings, name)
-    assert deep.budget is None  # a survivor's calls are the race's lane (a CallBudget)
+    # its arms are the joint compile's grid points: drawn and tested alike
+    for name in ("share", "alpha", "per_step"):
+        assert getattr(settings, name) == getattr(JointSettings(), name)
+    assert (settings.first, settings.drop_p, settings.eta) == (10, 0.05, 3)
+    with pytest.raises(InputError, match="eta must be >= 2, got 1"):
+        RaceSettings.read({"eta": 1})
 
 
 @pytest.mark.parametrize(

@@ -41,16 +41,18 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
         assert line in result.output
     assert "strategy race: " in result.output and " of 60" in result.output
     assert "race winner: basic" in result.output
-    # live progress: each chunk of a rung, each rung, then each chunk of a joint trial
-    assert "race [chunk] 2 in the race" in result.output
-    assert "; scoring multihop at its defaults" in result.output
-    assert "race [rung] 1 in the race" in result.output and "out: multihop" in result.output
-    assert "; basic trial 0 (k 5, demos none): " in result.output
+    # live progress: each wave's arms entering, each chunk of an arm, each rung
+    assert "race [wave] 0 calls of 60; 2 arms entered, 0 in the race, 0 out; wave 0: 2" in (
+        result.output
+    )
+    assert "; scoring multihop at its defaults (k 3, demos none): " in result.output
+    assert "race [rung] 40 calls of 60; 2 arms entered, 1 in the race, 1 out" in result.output
+    assert "; scoring basic k=3 (k 3, demos none): " in result.output  # the next wave's arm
     assert "basic at its defaults" in result.output  # the score table's first column
     assert len(engine.prompts) <= 60 + 3 * 3  # the race's budget, then dev: before, after, reload
     recipe = json.loads((out / "recipe.json").read_text())
     assert recipe["program"] == "basic" and recipe["race"]["budget"] == 60
-    states = {r["program"]: r["state"] for r in recipe["race"]["table"] if r["stage"] == "rungs"}
+    states = {r["program"]: r["state"] for r in recipe["race"]["table"] if r["stage"] == "wave 0"}
     assert states["multihop"] == "dropped"
     multihop_reason = next(
         r["reason"] for r in recipe["race"]["table"] if r["program"] == "multihop"
@@ -64,11 +66,15 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
     assert table and not any("…" in line for line in table)
     dropped = next(line for line in table if line.startswith("│ multihop "))
     assert "│ defaults " in dropped and "dropped: " + multihop_reason in dropped
-    assert any(line.startswith("│ basic <- winner ") and "│ finished" in line for line in table)
+    assert any(line.startswith("│ basic <- winner ") and "│ chosen" in line for line in table)
+    # every arm scored, with the questions it was scored on
+    assert any(
+        line.startswith("│ basic ") and "│ k=3 " in line and "│ 6 " in line for line in table
+    )
     # the race run again for another model (--from) shows the same live progress
     again = run("compile", "--from", out, "--model", "scripted/other", "--out", tmp_path / "b")
     assert again.exit_code == 0, again.output
-    assert "race [rung] 1 in the race" in again.output and "race winner: basic" in again.output
+    assert "race [rung] 40 calls of 60" in again.output and "race winner: basic" in again.output
 
 
 def test_race_arguments_are_refused_in_one_line_before_any_call(monkeypatch, scripted_lm, tmp_path):

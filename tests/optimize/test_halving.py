@@ -1,0 +1,217 @@
+"""The race's successive halving over arms (strategy x grid point x demonstration source) with a
+scripted model: ``basic`` (one answer call a question) against ``multihop`` (two query calls
+and a chain-of-thought answer). ``basic``'s grid here is its retrieval depth ``k`` (1, 3, 5, 7,
+9; the defaults 5 first, then 3): over a corpus of capitals, every one of them is given as many
+passages, so a reader can tell the arm it runs in by the passages in its context."""
+
+import json
+import re
+
+import dspy
+import pytest
+
+from helpers import DOCS, WordCounter, capitals_file, last_question
+from netcast.corpus import Corpus, Document
+from netcast.data import load_dataset
+from netcast.optimize.halving import CHUNK, Arm, halve
+from netcast.optimize.joint import grid_points, knob_grid
+from netcast.optimize.race import StrategyRace, candidates
+from netcast.optimize.settings import RaceSettings
+from netcast.programs import get_program
+from netcast.retrievers.bm25 import BM25Retriever
+
+FIXED = {"chain_of_thought": False, "links": 0, "max_steps": 2}
+NONE = ("none",)
+
+
+CAPITALS = ["Rome", "Madrid", "Vienna", "Lisbon", "Warsaw", "Prague", "Dublin", "Oslo"]
+
+
+@pytest.fixture
+def bm25():
+    """The tiny corpus and eight more capitals: a search for the capital of France finds at
+    least nine passages."""
+    more = [Document(c.lower(), c, f"{c} is a capital city of Europe.") for c in CAPITALS]
+    return BM25Retriever(Corpus.from_documents([*DOCS, *more], WordCounter()))
+
+
+def is_multihop(prompt: str) -> bool:
+    return "[[ ## reasoning ## ]]" in prompt
+
+
+def passages(prompt: str) -> int:
+    """How many passages basic's reader was given."""
+    context = re.findall(r"\[\[ ## context ## \]\]\n(\[.*?\])\n", prompt)
+    return len(json.loads(context[-1]))
+
+
+def number(prompt: str) -> int:
+    return int(re.match(r"Question (\d+):", last_question(prompt)).group(1))
+
+
+def train(tmp_path, n=48):  # 24 training questions, every one validating (demos none)
+    return load_dataset(capitals_file(tmp_path / "capitals.jsonl", n), "train").examples
+
+
+def race(lm, bm25, examples, workdir=None, **settings):
+    tele = StrategyRace(RaceSettings(demos=NONE, first=10, **settings), lm=lm, workdir=workdir)
+    with dspy.context(lm=lm):
+        tele.compile(candidates(["basic", "multihop"], bm25, FIXED, lm), trainset=examples)
+    return tele.result
+
+
+def arm_rows(result, program, k):
+    return [r for r in result.table if r["program"] == program and r["knobs"]["k"] == k]
+
+
+def test_basic_grid_order_is_defaults_then_k_3():
+    # what the tests below rely on: the arm after basic's defaults is k 3
+    cls = get_program("basic")
+    grid = knob_grid(cls, None, {"chain_of_thought": False, "links": 0})
+    points = grid_points(grid, ["none"], cls.knob_defaults())
+    assert [p["k"] for p in points[:2]] == [5, 3]
+
+
+def test_a_strategy_whose_defaults_trail_but_whose_second_grid_point_leads_wins(
+    scripted_lm, bm25, tmp_path
+):
+    # basic is right only with three passages (k 3, its second arm); at its defaults it is
+    # wrong throughout and trails multihop (right on all but a few questions) at p < 0.05.
+    # The old race dropped basic on its first rung and never tried its grid.
+    def respond(prompt):
+        if is_multihop(prompt):
+            answer = "Berlin" if number(prompt) % 7 == 0 else "Paris"
+            return {"reasoning": "so", "query": "capital France", "answer": answer}
+        return {"answer": "Paris" if passages(prompt) == 3 else "Berlin"}
+
+    lm, _ = scripted_lm(respond)
+    result = race(lm, bm25, train(tmp_path))
+    (defaults,) = arm_rows(result, "basic", 5)
+    assert defaults["state"] == "dropped" and defaults["n"] == 10
+    assert defaults["reason"].startswith("trails multihop at its defaults by ")
+    assert result.program_name == "basic" and result.knobs["k"] == 3
+    (winner,) = arm_rows(result, "basic", 3)
+    assert winner["reason"] == "chosen" and winner["n"] == 24 and winner["score"] == 1.0
+    assert result.choice["winner_arm"] == "basic k=3"
+
+
+def test_an_arm_that_trails_at_drop_p_gets_no_more_calls(scripted_lm, bm25, tmp_path):
+    # basic is wrong with a single passage (k 1) and right otherwise; multihop is wrong.
+    # k 1 trails the leader on its first rung at p < 0.05: it is scored on those 10
+    # questions and no more (the old race's joint compile scored it on the whole fold).
+    asked = {"k1": 0}
+
+    def respond(prompt):
+        if is_multihop(prompt):
+            return {"reasoning": "so", "query": "capital France", "answer": "Berlin"}
+        if passages(prompt) == 1:
+            asked["k1"] += 1
+            return {"answer": "Berlin"}
+        return {"answer": "Paris"}
+
+    lm, _ = scripted_lm(respond)
+    work = tmp_path / "race"
+    result = race(lm, bm25, train(tmp_path), workdir=work)
+    (k1,) = arm_rows(result, "basic", 1)
+    assert k1["state"] == "dropped" and "p = 0.00195" in k1["reason"]
+    assert k1["n"] == 10 and k1["calls"] == 10 and asked["k1"] == 10
+    (saved,) = [  # its run directory
+        d
+        for d in work.glob("basic-*")
+        if json.loads((d / "run.json").read_text())["knobs"]["k"] == 1
+    ]
+    assert len((saved / "predictions.jsonl").read_text().splitlines()) == 10
+    # every multihop arm trails too: each stopped at its first rung (3 calls a question)
+    multihop = [r for r in result.table if r["program"] == "multihop"]
+    assert multihop and all(r["n"] == 10 and r["calls"] == 30 for r in multihop)
+    assert all(r["state"] == "dropped" for r in multihop)
+    # the calls went to the arms in contention: the winner is scored on the whole fold
+    (winner,) = [r for r in result.table if r["reason"] == "chosen"]
+    assert winner["program"] == "basic" and winner["n"] == 24
+
+
+def test_a_killed_race_resumes_without_rescoring(scripted_lm, bm25, tmp_path):
+    def respond(prompt):  # basic right with at most three passages, multihop right on most
+        if is_multihop(prompt):
+            answer = "Berlin" if number(prompt) % 3 == 0 else "Paris"
+            return {"reasoning": "so", "query": "capital France", "answer": answer}
+        return {"answer": "Paris" if passages(prompt) <= 3 else "Berlin"}
+
+    examples = train(tmp_path)
+    lm, engine = scripted_lm(respond)
+    whole = race(lm, bm25, examples, workdir=tmp_path / "whole")
+    total = len(engine.prompts)
+    assert {r["stage"] for r in whole.table} >= {"wave 0", "wave 1", "wave 2"}
+
+    count = {"n": 0}
+
+    def dies(prompt):  # killed in the middle of the race, within a later wave
+        count["n"] += 1
+        if count["n"] > total // 2:
+            raise KeyboardInterrupt
+        return respond(prompt)
+
+    lm, _ = scripted_lm(dies)
+    with pytest.raises(KeyboardInterrupt):
+        race(lm, bm25, examples, workdir=tmp_path / "cut")
+    saved = sum(  # the calls of the questions the killed run saved
+        json.loads(line)["scores"]["lm_calls"]
+        for d in (tmp_path / "cut").glob("*-*-*")
+        for line in (d / "predictions.jsonl").read_text().splitlines()
+    )
+    lm, engine = scripted_lm(respond)
+    resumed = race(lm, bm25, examples, workdir=tmp_path / "cut")
+    # nothing saved was asked again: the rerun made exactly the calls the first run had not
+    assert len(engine.prompts) == total - saved
+    assert saved > 0 and len(engine.prompts) < total
+
+    def timeless(table):
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in table]
+
+    assert timeless(resumed.table) == timeless(whole.table)
+    assert resumed.spent == whole.spent and resumed.choice == whole.choice
+
+
+@pytest.mark.parametrize("budget", [20, 45, 77, 100, 150, 260])
+def test_the_budget_is_never_exceeded_by_more_than_one_chunk(scripted_lm, bm25, tmp_path, budget):
+    def respond(prompt):  # every arm right: no test drops anything, halving decides
+        if is_multihop(prompt):
+            return {"reasoning": "so", "query": "capital France", "answer": "Paris"}
+        return {"answer": "Paris"}
+
+    lm, engine = scripted_lm(respond)
+    result = race(lm, bm25, train(tmp_path), budget=budget)
+    chunk = CHUNK * 3  # a chunk of multihop's questions, the dearer strategy
+    assert len(engine.prompts) <= budget + chunk
+    assert result.spent == len(engine.prompts)  # every call counted (no cache here)
+    assert sum(r["calls"] for r in result.table) == result.spent  # and charged to its arm
+    # every arm entered is in the table with the questions it was scored on
+    assert all(r["stage"].startswith("wave") and r["n"] >= 0 for r in result.table)
+    if budget >= 100:  # past the first wave: grid points other than the defaults entered
+        assert {r["knobs"]["k"] for r in result.table if r["program"] == "basic"} != {5}
+
+
+def arm(name, right, tokens, n=10, order=0):
+    rows = [
+        {"id": f"q{i}", "scores": {"f1": float(i < right), "tokens_in": tokens}} for i in range(n)
+    ]
+    return Arm(name, order, {"demos": "none"}, {}, rows=rows)
+
+
+def test_a_rung_keeps_the_better_third_and_the_cheapest_tie():
+    field = [arm("a", 9, 900), arm("b", 8, 800), arm("c", 7, 700), arm("d", 6, 100),
+             arm("e", 1, 50), arm("f", 5, 500)]  # fmt: skip
+    halve(field, 10, "f1", 3, 0.1, last=False)
+    # a and b (the better third); d, the cheapest not told apart from a (e, cheaper still,
+    # is: 1 of 10 against 9 of 10)
+    assert [a.strategy for a in field if a.state == "running"] == ["a", "b", "d"]
+    assert field[2].state == "halved" and "better 1/3 on 10" in field[2].reason
+
+
+def test_below_the_last_rung_an_arm_kept_by_an_earlier_wave_stays():
+    elite = arm("old", 6, 500, n=24)  # scored on the whole fold in an earlier wave
+    field = [arm("a", 9, 500), arm("b", 8, 500), elite]
+    halve(field, 10, "f1", 3, 0.1, last=False)
+    assert elite.state == "running" and field[1].state == "halved"
+    halve(field, 10, "f1", 3, 0.1, last=True)  # at the last rung it is ranked and halved
+    assert elite.state == "halved"
