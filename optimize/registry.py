@@ -18,8 +18,16 @@ from dspy.teleprompt import Teleprompter
 from netcast.errors import InputError
 from netcast.formats import Recipe
 from netcast.inputs import check_validation_fold
+from netcast.optimize import finetune
 from netcast.optimize.annotations import AnnotationTeacher
-from netcast.optimize.compile import DSPY, DSPyCompile, dspy_settings, hold_out, selection_sets
+from netcast.optimize.compile import (
+    DSPY,
+    DSPyCompile,
+    dspy_settings,
+    hold_out,
+    make_metric,
+    selection_sets,
+)
 from netcast.optimize.joint import JointCompile, check_search, joint_study
 from netcast.optimize.race import StrategyRace, candidates, check_race, race_programs
 from netcast.optimize.settings import AnnotationSettings, JointSettings, RaceSettings
@@ -66,7 +74,9 @@ class Optimizer:
     ``--optimizer`` choice (the others are chosen by ``--teacher`` or ``--program``);
     ``searches``: it searches knobs and demonstration sources (the joint compile, the race:
     ``--budget``, ``--grid`` and ``--ties`` configure it, and its sources default to the ones
-    ``--teacher`` names)."""
+    ``--teacher`` names). ``check_model(lm)`` refuses a model it cannot run with, before any
+    model call; ``files(teleprompter)``, the files the artifact holds beside the program (by
+    their name there)."""
 
     name: str
     read: Callable[[Mapping[str, Any]], Any]
@@ -78,6 +88,8 @@ class Optimizer:
     record: Callable[[Recipe, Any], dict[str, Any]] = lambda recipe, tele: {}
     workspace: Callable[[Path, str], Path] | None = None
     finished: Callable[[Any], bool] = lambda tele: True
+    check_model: Callable[[Any], None] = lambda lm: None
+    files: Callable[[Any], dict[str, Path]] = lambda tele: {}
 
 
 REGISTRY: dict[str, Optimizer] = {}
@@ -262,3 +274,32 @@ register(
         finished=lambda tele: tele.result.complete,
     )
 )
+
+
+# --- tuning the model's weights: DSPy's BootstrapFinetune and BetterTogether --------------------
+
+
+def _tuner(better_together: bool) -> Optimizer:
+    def build(settings: finetune.FinetuneSettings, setup: Setup) -> finetune.FinetuneCompile:
+        return finetune.FinetuneCompile(
+            settings,
+            metric=make_metric(setup.metric),
+            teacher_lm=setup.teacher_lm,
+            seed=setup.seed,
+            threads=setup.threads,
+            select_on=setup.select_on,
+        )
+
+    return Optimizer(
+        "better-together" if better_together else "finetune",
+        read=lambda values: finetune.read_entry(values, better_together),
+        build=build,
+        check=finetune.check,
+        record=finetune.record,
+        check_model=finetune.check_model,
+        files=finetune.adapter_files,
+    )
+
+
+register(_tuner(better_together=False))
+register(_tuner(better_together=True))

@@ -363,6 +363,7 @@ def compile_recipe(
         teacher_lm = make_lm(recipe.teacher_model)
     optimizer = optimizer_for(recipe)
     settings = optimizer.read(recipe.optimizer.settings)
+    optimizer.check_model(lm)  # e.g. no weights here to tune: refused before any model call
 
     def check(train: Any, dev: Any) -> None:  # refused now, not after dev is scored
         optimizer.check(settings, recipe, train.examples)
@@ -388,7 +389,7 @@ def compile_recipe(
         lambda: optimizer.build(settings, setup), student, splits, lm, threads, progress
     )
     recipe = recipe.updated(**optimizer.record(recipe, run.tele))
-    artifact = _save(recipe, run, splits, lm, out, parent)
+    artifact = _save(recipe, run, splits, lm, out, parent, optimizer.files(run.tele))
     # while the optimizer left work unfinished (grid points its budget left untried), its
     # workspace stays, so a rerun with a larger budget goes on from it
     if setup.workspace is not None and optimizer.finished(run.tele):
@@ -412,10 +413,17 @@ def compile_recipe(
 
 
 def _save(
-    recipe: Recipe, run: _Run, splits: Splits, lm: Any, out: Path, parent: str | Path | None
+    recipe: Recipe,
+    run: _Run,
+    splits: Splits,
+    lm: Any,
+    out: Path,
+    parent: str | Path | None,
+    files: dict[str, Path] | None = None,
 ) -> Path:
     """The artifact written: the compiled program and the recipe as it ran (the program's
-    knobs, its index, the model resolved and its settings), with the scores."""
+    knobs, its index, the model resolved and its settings), with the scores and the ``files``
+    the optimizer made (a tuned model's adapter)."""
     data = recipe.to_dict()
     index = recipe.retriever.saved_index  # the user's (netcast index), else built
     full = {
@@ -430,7 +438,7 @@ def _save(
     }
     scores = {"before": run.before, "after": run.after, "compile_seconds": run.seconds}
     scores["demos"] = demo_report(run.program)
-    return save_artifact(out, run.program, full, scores, parent=parent)
+    return save_artifact(out, run.program, full, scores, parent=parent, files=files)
 
 
 def _remove(path: Path) -> None:

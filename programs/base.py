@@ -163,5 +163,8 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
             dspy.context(adapter=adapter) if adapter is not None else nullcontext(),
         ):
             prediction = super().__call__(*args, **kwargs)
-        prediction.trace = recorded.to_dict()
+        # DSPy's BootstrapFinetune collects traces through a forward that returns (prediction,
+        # DSPy's trace of its calls)
+        answered = prediction[0] if isinstance(prediction, tuple) else prediction
+        answered.trace = recorded.to_dict()
         return prediction

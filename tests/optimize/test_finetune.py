@@ -1,0 +1,364 @@
+"""``--optimizer finetune`` and ``--optimizer better-together`` (optimize.finetune): DSPy's
+BootstrapFinetune and BetterTogether through netcast's CPU provider, with a scripted embedded
+model and a tiny random model trained in place of the 0.5B (``helpers.tiny_base``): which
+examples reach the trainer, what the artifact holds, how it loads and is refused, and bad input
+refused before any model call."""
+
+import json
+import re
+
+import dspy
+import pytest
+
+from helpers import ScriptedEngine, tiny_base
+from netcast.artifacts import read_artifact
+from netcast.cli.app import app
+from netcast.errors import InputError
+from netcast.models import embedded, finetune, training
+from netcast.models.factory import EmbeddedLM
+from netcast.optimize.workflow import compile_recipe, make_recipe
+from netcast.testing import SchemaEngine
+
+SPEC = embedded.spec()
+WRONG = {3, 7}  # the model answers these questions wrong: their traces do not train it
+
+
+def word(prompt: str) -> str:
+    found = re.findall(r"Word(\d+) what is item", prompt)
+    return found[-1] if found else ""
+
+
+def right_except(wrong):
+    def reply(prompt):
+        n = word(prompt)
+        answer = "nope" if n and int(n) in wrong else f"Word{n}"
+        return {"reasoning": "It says so.", "query": f"item {n}", "answer": answer}
+
+    return reply
+
+
+class RecordingEngine(SchemaEngine):
+    """A scripted engine keeping each request as the chat it is (system, then messages)."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.chats = []
+
+    def complete(self, request):
+        self.chats.append(
+            [{"role": "system", "content": request.system}]
+            + [{"role": m.role, "content": m.text} for m in request.messages]
+        )
+        return super().complete(request)
+
+
+@pytest.fixture
+def qa_file(tmp_path):
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Word{i} what is item {i}?",
+            "answers": [f"Word{i}"],
+            "paragraphs": [
+                {"title": f"Item {i}", "text": f"Item {i} is Word{i}.", "is_supporting": True}
+            ],
+        }
+        for i in range(24)
+    ]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def trainer(monkeypatch):
+    """The tiny model trains in place of the embedded one; each finetune's examples (the chats
+    that reached the trainer) and base model are recorded."""
+    calls = []
+    original = finetune.finetune
+
+    def recorded(model, train_data, train_kwargs=None, **kwargs):
+        calls.append({"model": model, "chats": [item["messages"] for item in train_data]})
+        return original(model, train_data, train_kwargs, **kwargs)
+
+    monkeypatch.setattr(training, "load_base", tiny_base)
+    monkeypatch.setattr(finetune, "finetune", recorded)
+    monkeypatch.setattr(finetune, "available_memory", lambda: 1 << 40)  # the 1.5B's estimate
+    return calls
+
+
+def recipe_for(qa_file, program="basic", optimizer="finetune", **settings):
+    train = {"min_examples": 4, **settings.pop("train", {})}
+    return make_recipe(
+        program=program,
+        knobs={},
+        dataset=qa_file,
+        train_limit=8,
+        dev_limit=4,
+        optimizer=optimizer,
+        optimizer_settings={"train": train, **settings},
+        model="embedded",
+    )
+
+
+def embedded_lm(script, name="embedded", engine=None):
+    return EmbeddedLM(name, engine or RecordingEngine(script), cache=False, num_retries=0)
+
+
+def train_questions(qa_file, limit=8):
+    from netcast.data import load_dataset
+
+    return [ex.question for ex in load_dataset(qa_file, "train", limit).examples]
+
+
+def reply_of(chat) -> dict:
+    assert chat[-1]["role"] == "assistant"
+    return json.loads(chat[-1]["content"])
+
+
+# -- which examples reach the trainer --------------------------------------------------------
+
+
+def test_every_step_trains_on_its_own_passing_calls_as_the_chat_it_was_shown(
+    qa_file, tmp_path, trainer
+):
+    lm = embedded_lm(right_except(WRONG))
+    result = compile_recipe(recipe_for(qa_file, "multihop"), tmp_path / "art", lm=lm)
+    questions = train_questions(qa_file)
+    passing = [q for q in questions if int(word(q)) not in WRONG]
+    assert 0 < len(passing) < len(questions)  # some traces fail the metric
+
+    (call,) = trainer
+    chats = call["chats"]
+    assert call["model"] == lm.model
+    # the chat each step was sent at inference, then its reply as the adapter asks for it
+    for chat in chats:
+        assert chat[:-1] in lm.engine.chats
+    queries = [c for c in chats if "query" in reply_of(c)]
+    answers = [c for c in chats if "answer" in reply_of(c)]
+    assert len(queries) == 2 * len(passing) and len(answers) == len(passing)
+    assert len(chats) == len(queries) + len(answers)
+    asked = sorted(word(c[-2]["content"]) for c in answers)
+    assert asked == sorted(word(q) for q in passing)  # failing ones left out
+    assert all(reply_of(c)["answer"] == f"Word{word(c[-2]['content'])}" for c in answers)
+    # the second hop's query writer is shown the first hop's passages, the first none
+    first, second = (
+        [c for c in queries if ("Item " in c[-2]["content"]) is has] for has in (False, True)
+    )
+    assert len(first) == len(second) == len(passing)
+
+    recipe, _, _ = read_artifact(result.artifact)
+    examples = recipe["finetune"]["examples"]
+    n = len(passing)
+    assert examples["per_step"] == {
+        "generate_query[0]": n,
+        "generate_query[1]": n,
+        "generate_answer": n,
+    }
+    assert (examples["count"], examples["passing"], examples["questions"]) == (
+        len(chats),
+        n,
+        len(questions),
+    )
+    assert (examples["teacher"], examples["split"], examples["limit"]) == (None, "train", 8)
+
+
+def test_a_teacher_models_passing_traces_train_the_student(qa_file, tmp_path, trainer):
+    student = embedded_lm(right_except(set(range(24))))  # it answers everything wrong
+    teacher = dspy.LM("scripted/teacher", engine=RecordingEngine(right_except(set())), cache=False)
+    recipe = recipe_for(qa_file)
+    result = compile_recipe(recipe, tmp_path / "art", lm=student, teacher_lm=teacher)
+
+    questions = train_questions(qa_file)
+    (call,) = trainer
+    assert call["model"] == student.model  # the student's weights are tuned
+    assert len(call["chats"]) == len(questions)
+    for chat in call["chats"]:
+        assert chat[:-1] in teacher.engine.chats
+        assert reply_of(chat)["answer"] == f"Word{word(chat[-2]['content'])}"
+    # the student was never asked a training question (it was scored on dev only)
+    shown = [c[-1]["content"] for c in student.engine.chats]
+    assert not any(q in text for q in questions for text in shown)
+    examples = read_artifact(result.artifact)[0]["finetune"]["examples"]
+    assert examples["teacher"] == "scripted/teacher" and examples["count"] == len(questions)
+
+
+# -- the artifact ----------------------------------------------------------------------------
+
+
+def test_the_artifact_holds_the_adapter_its_hashes_provenance_and_loss(qa_file, tmp_path, trainer):
+    import gguf
+
+    lm = embedded_lm(right_except(WRONG))
+    result = compile_recipe(recipe_for(qa_file, train={"epochs": 2}), tmp_path / "art", lm=lm)
+    recipe, _, _ = read_artifact(result.artifact)
+    entry = recipe["finetune"]
+    path = result.artifact / "lora.gguf"
+    sha = embedded.sha256_of(path)
+    assert entry["adapter"] == {"file": "lora.gguf", "sha256": sha, "size": path.stat().st_size}
+    assert entry["base"] == {"name": "embedded", "sha256": SPEC.sha256, "file": SPEC.file_name}
+    header = gguf.GGUFReader(str(path)).fields["netcast.base_sha256"].contents()
+    assert header == SPEC.sha256
+    n = len(trainer[0]["chats"])
+    assert entry["examples"]["count"] == n
+    assert len(entry["loss_curve"]) == 2 * n  # one step per example, two epochs
+    assert entry["settings"]["epochs"] == 2 and entry["settings"]["rank"] == 16
+    assert recipe["optimizer"]["settings"]["train"]["min_examples"] == 4
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def never(*args, **kwargs):
+    raise AssertionError("training started")
+
+
+def test_a_model_served_by_an_api_is_refused_before_any_call(qa_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(training, "load_base", never)
+    engine = ScriptedEngine(lambda p: {"answer": "x"})
+    api = dspy.LM("scripted/api", engine=engine, cache=False)
+    for optimizer in ("finetune", "better-together"):
+        with pytest.raises(InputError, match="scripted/api: not an embedded model") as err:
+            compile_recipe(recipe_for(qa_file, optimizer=optimizer), tmp_path / "art", lm=api)
+        assert "\n" not in str(err.value)
+    assert engine.prompts == [] and not (tmp_path / "art").exists()
+
+
+def test_the_command_line_refuses_an_api_model_in_one_line_exit_2(qa_file, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a call would fail on the key first
+    result = CliRunner().invoke(
+        app,
+        [
+            *("compile", "--out", str(tmp_path / "art"), "--dataset", qa_file),
+            *("--optimizer", "finetune", "--model", "openai/gpt-4o-mini"),
+        ],
+    )
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "openai/gpt-4o-mini: not an embedded model" in lines[0]
+
+
+@pytest.mark.parametrize("optimizer", ["finetune", "better-together"])
+def test_too_few_passing_examples_are_refused_before_training(
+    qa_file, tmp_path, monkeypatch, optimizer
+):
+    monkeypatch.setattr(training, "load_base", never)
+    lm = embedded_lm(right_except(set(range(1, 24))))  # only question 0 passes, if in train
+    settings = {"strategy": "p -> w"} if optimizer == "better-together" else {}
+    recipe = recipe_for(qa_file, optimizer=optimizer, **settings)
+    # better-together: DSPy's BetterTogether would log the failed step and save the program
+    with pytest.raises(InputError, match=r"only [01] finetune example.s. after filtering"):
+        compile_recipe(recipe, tmp_path / "art", lm=lm)
+    assert not (tmp_path / "art").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"train": {"lr": 1}}, "unknown lr"),
+        ({"train": {"rank": 0}}, "rank=0"),
+        ({"metric_threshold": 2.0}, "metric_threshold=2.0"),
+        ({"strategy": "p -> p"}, "at least one w"),
+        ({"prompt": "nope"}, "prompt optimizer 'nope'"),
+    ],
+)
+def test_bad_settings_are_refused_when_the_recipe_is_made(qa_file, settings, match):
+    with pytest.raises(InputError, match=match):
+        recipe_for(qa_file, optimizer="better-together", **settings)
+
+
+# -- better-together ----------------------------------------------------------------------------
+
+
+class LoraEngine(SchemaEngine):
+    """Right on even questions with the base model, on every one with an adapter."""
+
+    def __init__(self, model_path, lora_path=None):
+        super().__init__(self.reply)
+        self.model_path, self.lora_path = model_path, lora_path
+
+    def reply(self, prompt):
+        n = word(prompt)
+        right = self.lora_path or (n and int(n) % 2 == 0)
+        return {"answer": f"Word{n}" if right else "nope"}
+
+    def dump_state(self):
+        return {"model_path": self.model_path, "lora_path": self.lora_path}
+
+    @classmethod
+    def load_state(cls, state):
+        return cls(**state)
+
+
+def test_better_together_keeps_the_tuned_step_that_scores_best_and_saves_its_adapter(
+    qa_file, tmp_path, trainer
+):
+    lm = embedded_lm(None, engine=LoraEngine(str(embedded.model_path())))
+    train = {"min_examples": 2}  # two of the first 8 training questions are even
+    recipe = recipe_for(qa_file, optimizer="better-together", strategy="p -> w", train=train)
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    recipe, _, _ = read_artifact(result.artifact)
+    candidates = recipe["better_together"]["candidates"]
+    chosen = [c["strategy"] for c in candidates if c["chosen"]]
+    assert chosen == ["p -> w"] and {c["strategy"] for c in candidates} == {"none", "p", "p -> w"}
+    assert (result.artifact / "lora.gguf").exists()
+    assert result.after["f1"] == 1.0 > result.before["f1"]
+    (call,) = trainer
+    assert all(int(word(c[-2]["content"])) % 2 == 0 for c in call["chats"])  # passing only
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_netcast_compile_tunes_with_the_settings_given_and_prints_the_adapter(
+    qa_file, tmp_path, trainer, monkeypatch
+):
+    from typer.testing import CliRunner
+
+    lm = embedded_lm(right_except(WRONG))
+    import sys
+
+    cli = sys.modules["netcast.cli.app"]  # (netcast.cli.app is also the Typer app's name)
+    monkeypatch.setattr(cli, "_lm", lambda model, *args, **kwargs: lm)
+    out = tmp_path / "art"
+    result = CliRunner().invoke(
+        app,
+        [
+            *("compile", "--out", str(out), "--dataset", qa_file, "--program", "basic"),
+            *("--train-limit", "8", "--dev-limit", "4", "--optimizer", "finetune"),
+            *("--finetune-set", "epochs=2", "--finetune-set", "min_examples=4"),
+            *("--finetune-set", "metric_threshold=1.0"),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    recipe = read_artifact(out)[0]
+    settings = recipe["optimizer"]["settings"]
+    assert settings["train"]["epochs"] == 2 and settings["metric_threshold"] == 1.0
+    assert recipe["finetune"]["settings"]["epochs"] == 2
+    assert len(recipe["finetune"]["loss_curve"]) == 2 * len(trainer[0]["chats"])
+    assert any(x.startswith("adapter: lora.gguf (sha256 ") for x in result.output.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--optimizer", "finetune", "--finetune-set", "rank=0"], "rank=0; give a whole"),
+        (
+            ["--optimizer", "finetune", "--finetune-set", "lr=1"],
+            "unknown setting .lr.; .*learning_rate",
+        ),
+        (["--optimizer", "bootstrap", "--finetune-set", "epochs=2"], "configures --optimizer"),
+    ],
+)
+def test_bad_finetune_settings_on_the_command_line_are_one_line(qa_file, tmp_path, args, match):
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(
+        app, ["compile", "--out", str(tmp_path / "art"), "--dataset", qa_file, *args]
+    )
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and re.search(match, lines[0]), result.output
