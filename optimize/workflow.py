@@ -472,6 +472,8 @@ def rerun_recipe(
     again from the knobs the user fixed, a race is run again (the winner may change with the
     model); ``knobs`` and ``select_on`` replace the recipe's."""
     new = {**recipe, "model": {"name": model_name(model), "lm_kwargs": {}}}
+    for trained in ("finetune", "better_together"):  # weights are tuned again for the model
+        new.pop(trained, None)
     if "joint" in recipe:  # the knobs are searched again, from the ones the user fixed
         new["knobs"] = recipe["joint"]["fixed"]
         del new["joint"]

@@ -677,7 +677,13 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     """Show an artifact's recipe, scores and lineage."""
     from netcast.artifacts import read_artifact
     from netcast.inputs import check_recipe
-    from netcast.render import artifact_table, race_line, race_table, versus_defaults_line
+    from netcast.render import (
+        adapter_line,
+        artifact_table,
+        race_line,
+        race_table,
+        versus_defaults_line,
+    )
 
     recipe, scores, meta = read_artifact(directory)
     check_recipe(directory, recipe)
@@ -692,6 +698,8 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
             console.print(line, markup=False)
         if joint.get("untried"):
             console.print(f"{joint['untried']} grid point(s) left untried by the budget")
+    if line := adapter_line(recipe):
+        console.print(line, markup=False, soft_wrap=True)
     print_table(score_table({"before": scores.get("before"), "after": scores.get("after")}))
 
 

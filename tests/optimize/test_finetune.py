@@ -13,10 +13,11 @@ import pytest
 from helpers import ScriptedEngine, tiny_base
 from netcast.artifacts import read_artifact
 from netcast.cli.app import app
-from netcast.errors import InputError
-from netcast.models import embedded, finetune, training
+from netcast.errors import InputError, ModelFileError
+from netcast.models import embedded, finetune, lora, training
 from netcast.models.factory import EmbeddedLM
-from netcast.optimize.workflow import compile_recipe, make_recipe
+from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
+from netcast.session import load
 from netcast.testing import SchemaEngine
 
 SPEC = embedded.spec()
@@ -186,7 +187,9 @@ def test_a_teacher_models_passing_traces_train_the_student(qa_file, tmp_path, tr
 # -- the artifact ----------------------------------------------------------------------------
 
 
-def test_the_artifact_holds_the_adapter_its_hashes_provenance_and_loss(qa_file, tmp_path, trainer):
+def test_the_artifact_holds_the_adapter_its_hashes_provenance_and_loss_and_load_serves_it(
+    qa_file, tmp_path, trainer
+):
     import gguf
 
     lm = embedded_lm(right_except(WRONG))
@@ -204,6 +207,121 @@ def test_the_artifact_holds_the_adapter_its_hashes_provenance_and_loss(qa_file, 
     assert len(entry["loss_curve"]) == 2 * n  # one step per example, two epochs
     assert entry["settings"]["epochs"] == 2 and entry["settings"]["rank"] == 16
     assert recipe["optimizer"]["settings"]["train"]["min_examples"] == 4
+    # the program was scored with the adapter, and loaded back it serves it
+    tuned = lora.tuned_model_id(SPEC, sha)
+    assert result.reloaded is None
+    program = load(result.artifact, model=lm)
+    assert {p.lm.model for p in program.predictors()} == {tuned}
+
+    # on another machine (an empty adapter store) the artifact's own file serves it
+    for stored in lora.adapters_dir().iterdir():
+        stored.unlink()
+    program = load(result.artifact, model=lm)
+    assert {p.lm.model for p in program.predictors()} == {tuned}
+    assert embedded.sha256_of(lora.adapter_path(sha)) == sha
+    assert lora.read_record(sha).loss_curve == pytest.approx(entry["loss_curve"])
+
+
+def test_load_runs_the_adapter_on_the_engine_the_tuned_id_names(qa_file, tmp_path, trainer):
+    class Engine(SchemaEngine):
+        """A scripted engine saying which model files it runs (what the tuned copy rewires)."""
+
+        def __init__(self, model_path, lora_path=None):
+            super().__init__(lambda p: {"answer": "tuned" if self.lora_path else f"Word{word(p)}"})
+            self.model_path, self.lora_path = model_path, lora_path
+
+        def dump_state(self):
+            return {"model_path": self.model_path, "lora_path": self.lora_path}
+
+        @classmethod
+        def load_state(cls, state):
+            return cls(**state)
+
+    lm = embedded_lm(None, engine=Engine(str(embedded.model_path())))
+    result = compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm, reload=True)
+    sha = read_artifact(result.artifact)[0]["finetune"]["adapter"]["sha256"]
+    program = load(result.artifact, model=lm)
+    engine = program.predictors()[0].lm.engine
+    assert engine.lora_path == str(lora.adapter_path(sha)) and lm.engine.lora_path is None
+    assert program(question="Word1 what is item 1?").answer == "tuned"
+    assert result.before["f1"] == 1.0 and result.after["f1"] == result.reloaded["f1"] == 0.0
+
+
+@pytest.fixture
+def tuned_artifact(qa_file, tmp_path, trainer):
+    lm = embedded_lm(right_except(WRONG))
+    return compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm).artifact, lm
+
+
+def test_an_adapter_of_another_base_model_is_refused_in_one_line(tuned_artifact):
+    artifact, lm = tuned_artifact
+    other = embedded_lm(right_except(WRONG), name="embedded-1.5b")
+    with pytest.raises(ModelFileError, match="adapter trained on base model embedded") as err:
+        load(artifact, model=other)
+    assert "not on embedded-1.5b" in str(err.value) and "\n" not in str(err.value)
+    assert "--model embedded-1.5b" in str(err.value)
+    # a recipe naming another base hash than the model's is refused the same way
+    recipe = json.loads((artifact / "recipe.json").read_text())
+    recipe["finetune"]["base"]["sha256"] = "0" * 64
+    (artifact / "recipe.json").write_text(json.dumps(recipe))
+    with pytest.raises(ModelFileError, match="base model embedded .sha256 000000000000"):
+        load(artifact, model=lm)
+
+
+def test_a_corrupt_adapter_file_is_refused_in_one_line(tuned_artifact):
+    artifact, lm = tuned_artifact
+    path = artifact / "lora.gguf"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="lora.gguf: adapter file damaged") as err:
+        load(artifact, model=lm)
+    assert "\n" not in str(err.value)
+    path.unlink()
+    with pytest.raises(InputError, match="lora.gguf: missing"):
+        load(artifact, model=lm)
+
+
+def test_a_model_with_no_weights_cannot_serve_a_tuned_artifact(tuned_artifact):
+    artifact, _ = tuned_artifact
+    api = dspy.LM("scripted/api", engine=ScriptedEngine(lambda p: {"answer": "x"}))
+    with pytest.raises(InputError, match="runs a LoRA adapter of the embedded model embedded"):
+        load(artifact, model=api)
+
+
+def test_compile_from_an_artifact_with_another_model_trains_a_new_adapter(
+    tuned_artifact, tmp_path, trainer
+):
+    artifact, _ = tuned_artifact
+    old = read_artifact(artifact)[0]["finetune"]
+    other = embedded_lm(right_except(WRONG), name="embedded-1.5b")
+    result, _ = recompile(artifact, "embedded-1.5b", tmp_path / "v2", lm=other)
+
+    assert [call["model"] for call in trainer] == [
+        lora.base_model_id(SPEC),
+        lora.base_model_id(embedded.spec("embedded-1.5b")),
+    ]
+    new = read_artifact(result.artifact)[0]["finetune"]
+    big = embedded.spec("embedded-1.5b")
+    assert new["base"] == {"name": big.name, "sha256": big.sha256, "file": big.file_name}
+    assert new["adapter"]["sha256"] != old["adapter"]["sha256"]
+    assert embedded.sha256_of(result.artifact / "lora.gguf") == new["adapter"]["sha256"]
+    program = load(result.artifact, model=other)
+    assert {p.lm.model for p in program.predictors()} == {
+        lora.tuned_model_id(big, new["adapter"]["sha256"])
+    }
+
+
+def test_show_names_the_adapter(tuned_artifact):
+    from typer.testing import CliRunner
+
+    artifact, _ = tuned_artifact
+    sha = read_artifact(artifact)[0]["finetune"]["adapter"]["sha256"]
+    shown = CliRunner().invoke(app, ["show", str(artifact)], catch_exceptions=False)
+    assert shown.exit_code == 0
+    line = next(x for x in shown.output.splitlines() if x.startswith("adapter: "))
+    assert f"lora.gguf (sha256 {sha[:12]}...)" in line
+    assert f"LoRA of embedded (sha256 {SPEC.sha256[:12]}...)" in line
 
 
 # -- bad input --------------------------------------------------------------------------------
@@ -298,13 +416,13 @@ def test_better_together_keeps_the_tuned_step_that_scores_best_and_saves_its_ada
     lm = embedded_lm(None, engine=LoraEngine(str(embedded.model_path())))
     train = {"min_examples": 2}  # two of the first 8 training questions are even
     recipe = recipe_for(qa_file, optimizer="better-together", strategy="p -> w", train=train)
-    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm, reload=True)
     recipe, _, _ = read_artifact(result.artifact)
     candidates = recipe["better_together"]["candidates"]
     chosen = [c["strategy"] for c in candidates if c["chosen"]]
     assert chosen == ["p -> w"] and {c["strategy"] for c in candidates} == {"none", "p", "p -> w"}
     assert (result.artifact / "lora.gguf").exists()
-    assert result.after["f1"] == 1.0 > result.before["f1"]
+    assert result.after["f1"] == result.reloaded["f1"] == 1.0 > result.before["f1"]
     (call,) = trainer
     assert all(int(word(c[-2]["content"])) % 2 == 0 for c in call["chats"])  # passing only
 
