@@ -292,6 +292,19 @@ def adapter_line(recipe: dict[str, Any]) -> str | None:
     )
 
 
+def better_together_line(recipe: dict[str, Any]) -> str | None:
+    """A better-together compile's candidates (each strategy's selection score) and the one
+    kept, in one line."""
+    candidates = (recipe.get("better_together") or {}).get("candidates")
+    if not candidates:
+        return None
+    parts = [
+        f"{c.get('strategy')} {c.get('score')}" + (" (kept)" if c.get("chosen") else "")
+        for c in candidates
+    ]
+    return "better-together, each step's program scored: " + "; ".join(parts)
+
+
 def results_table(title: str, aggregate: dict[str, Any]) -> Table:
     """Quality and cost side by side, averaged per question."""
     table = Table(title=title, caption=f"{aggregate.get('n', 0)} questions")

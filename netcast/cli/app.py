@@ -558,6 +558,7 @@ def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: st
     from netcast.artifacts import read_artifact
     from netcast.render import (
         adapter_line,
+        better_together_line,
         race_line,
         race_table,
         verdict_lines,
@@ -586,8 +587,10 @@ def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: st
             f"traces, {counts['labeled']} labeled from the training set"
             + (" (its annotations)" if teacher == "annotations" else "")
         )
-    if line := adapter_line(read_artifact(result.artifact)[0]):
-        console.print(line, markup=False, soft_wrap=True)
+    saved = read_artifact(result.artifact)[0]
+    for line in (better_together_line(saved), adapter_line(saved)):
+        if line:
+            console.print(line, markup=False, soft_wrap=True)
     console.print(f"compiled in {result.seconds:.1f} s -> {result.artifact}", soft_wrap=True)
     if result.dev_f1:  # what the dev scores show, and what would decide it
         before, after = result.dev_f1
@@ -680,6 +683,7 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     from netcast.render import (
         adapter_line,
         artifact_table,
+        better_together_line,
         race_line,
         race_table,
         versus_defaults_line,
@@ -698,8 +702,9 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
             console.print(line, markup=False)
         if joint.get("untried"):
             console.print(f"{joint['untried']} grid point(s) left untried by the budget")
-    if line := adapter_line(recipe):
-        console.print(line, markup=False, soft_wrap=True)
+    for line in (better_together_line(recipe), adapter_line(recipe)):
+        if line:
+            console.print(line, markup=False, soft_wrap=True)
     print_table(score_table({"before": scores.get("before"), "after": scores.get("after")}))
 
 

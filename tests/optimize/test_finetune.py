@@ -9,6 +9,7 @@ import re
 
 import dspy
 import pytest
+from typer.testing import CliRunner
 
 from helpers import ScriptedEngine, tiny_base
 from netcast.artifacts import read_artifact
@@ -313,8 +314,6 @@ def test_compile_from_an_artifact_with_another_model_trains_a_new_adapter(
 
 
 def test_show_names_the_adapter(tuned_artifact):
-    from typer.testing import CliRunner
-
     artifact, _ = tuned_artifact
     sha = read_artifact(artifact)[0]["finetune"]["adapter"]["sha256"]
     shown = CliRunner().invoke(app, ["show", str(artifact)], catch_exceptions=False)
@@ -343,8 +342,6 @@ def test_a_model_served_by_an_api_is_refused_before_any_call(qa_file, tmp_path, 
 
 
 def test_the_command_line_refuses_an_api_model_in_one_line_exit_2(qa_file, tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a call would fail on the key first
     result = CliRunner().invoke(
         app,
@@ -423,6 +420,8 @@ def test_better_together_keeps_the_tuned_step_that_scores_best_and_saves_its_ada
     assert chosen == ["p -> w"] and {c["strategy"] for c in candidates} == {"none", "p", "p -> w"}
     assert (result.artifact / "lora.gguf").exists()
     assert result.after["f1"] == result.reloaded["f1"] == 1.0 > result.before["f1"]
+    shown = CliRunner().invoke(app, ["show", str(result.artifact)], catch_exceptions=False)
+    assert "p -> w 100.0 (kept)" in shown.output and "adapter: lora.gguf" in shown.output
     (call,) = trainer
     assert all(int(word(c[-2]["content"])) % 2 == 0 for c in call["chats"])  # passing only
 
@@ -433,8 +432,6 @@ def test_better_together_keeps_the_tuned_step_that_scores_best_and_saves_its_ada
 def test_netcast_compile_tunes_with_the_settings_given_and_prints_the_adapter(
     qa_file, tmp_path, trainer, monkeypatch
 ):
-    from typer.testing import CliRunner
-
     lm = embedded_lm(right_except(WRONG))
     import sys
 
@@ -472,8 +469,6 @@ def test_netcast_compile_tunes_with_the_settings_given_and_prints_the_adapter(
     ],
 )
 def test_bad_finetune_settings_on_the_command_line_are_one_line(qa_file, tmp_path, args, match):
-    from typer.testing import CliRunner
-
     result = CliRunner().invoke(
         app, ["compile", "--out", str(tmp_path / "art"), "--dataset", qa_file, *args]
     )
