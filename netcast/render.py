@@ -282,13 +282,20 @@ def adapter_line(recipe: dict[str, Any]) -> str | None:
     teacher = examples.get("teacher") or "the model's own"
     losses = entry.get("loss_curve") or []
     loss = f"; {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""
+    questions = f"{examples.get('questions')} {examples.get('split')} questions"
+    if teacher == "annotations":
+        source = f" from the annotations of {questions}"
+        if examples.get("retrieved"):
+            source += f" ({examples['retrieved']} contexts as retrieved, without gold)"
+    else:
+        source = f" from {teacher} passing traces on {examples.get('passing')} of {questions}"
     return (
         f"adapter: {adapter.get('file', 'lora.gguf')} (sha256 {str(adapter.get('sha256'))[:12]}"
         f"...), a rank-{entry.get('rank')} LoRA of {base.get('name')} (sha256 "
         f"{str(base.get('sha256'))[:12]}...), trained on {examples.get('count')} examples"
         + (f" ({steps})" if steps else "")
-        + f" from {teacher} passing traces on {examples.get('passing')} of "
-        f"{examples.get('questions')} {examples.get('split')} questions{loss}"
+        + source
+        + loss
     )
 
 

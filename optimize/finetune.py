@@ -15,6 +15,7 @@ provenance and loss curve go into the artifact (``optimize.registry``)."""
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,23 @@ from netcast.optimize.settings import Settings
 STEPS = ("p", "w")  # BetterTogether's steps: prompt optimization, weight optimization
 
 
+def _read(cls: type, values: Mapping[str, Any], what: str) -> Any:
+    """``Settings.read`` for settings with training settings under ``train``: an unknown name
+    at either level is one line naming it and the known ones."""
+    known = [f.name for f in dataclasses.fields(cls) if f.name != "train"]
+    unknown = sorted(set(values) - {*known, "train"})
+    if unknown:
+        training = ", ".join(f.name for f in dataclasses.fields(provider.TrainSettings))
+        raise InputError(
+            f"{what}: unknown setting {unknown[0]!r}; settings are {', '.join(known)}, and "
+            f"the training settings {training}"
+        )
+    train = values.get("train")
+    if isinstance(train, Mapping):  # unknown training settings named, not dropped
+        provider.TrainSettings.of(dict(train))
+    return Settings.read.__func__(cls, values, what)
+
+
 @dataclass(frozen=True)
 class FinetuneSettings(Settings):
     """``--optimizer finetune``: a trace trains the model when its answer scores at least
@@ -47,18 +65,7 @@ class FinetuneSettings(Settings):
 
     @classmethod
     def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
-        known = [f.name for f in dataclasses.fields(cls) if f.name != "train"]
-        unknown = sorted(set(values) - {*known, "train"})
-        if unknown:
-            training = ", ".join(f.name for f in dataclasses.fields(provider.TrainSettings))
-            raise InputError(
-                f"{what}: unknown setting {unknown[0]!r}; settings are {', '.join(known)}, and "
-                f"the training settings {training}"
-            )
-        train = values.get("train")
-        if isinstance(train, Mapping):  # unknown training settings named, not dropped
-            provider.TrainSettings.of(dict(train))
-        return super().read(values, what)
+        return _read(cls, values, what)
 
     def check(self) -> None:
         provider.TrainSettings.of(dataclasses.asdict(self.train))
@@ -91,6 +98,31 @@ class BetterTogetherSettings(FinetuneSettings):
             )
 
 
+@dataclass(frozen=True)
+class AnnotationFinetuneSettings(Settings):
+    """``--teacher annotations --optimizer finetune``: every step trains on the demonstrations
+    the strategy reads from the training data's annotations (``annotated_demos``: for
+    ``basic``'s answer step, RAFT-style, the retrieved context with the gold passages swapped
+    in and the gold answer); for ``retrieved_share`` of the questions, a context retrieval built
+    without any gold passage is kept as it is (``retrieved_demos``, where the strategy has
+    them), so the model also learns to answer, or not, without the evidence. No model is
+    called to make the examples."""
+
+    retrieved_share: float = 0.2
+    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
+
+    @classmethod
+    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
+        return _read(cls, values, what)
+
+    def check(self) -> None:
+        provider.TrainSettings.of(dataclasses.asdict(self.train))
+        if not 0 <= self.retrieved_share <= 1:
+            raise InputError(
+                f"finetune settings: retrieved_share={self.retrieved_share}; give 0 to 1"
+            )
+
+
 def check_model(lm: Any) -> None:
     """One line, before any model call, if ``lm`` has no weights here to train (a model served
     by an API) or the ``finetune`` extra is missing."""
@@ -106,8 +138,9 @@ class Trained:
     examples: int
     per_step: dict[str, int]
     questions: int
-    passing: int
+    passing: int | None  # training questions whose traces passed (None: no traces)
     teacher: str | None
+    retrieved: int | None = None  # annotation examples whose context is retrieval's, no gold
 
 
 def passing_metric(metric: Callable, threshold: float) -> Callable:
@@ -324,6 +357,7 @@ def record(recipe: Any, tele: FinetuneCompile) -> dict[str, Any]:
         "questions": trained.questions if trained else None,
         "passing": trained.passing if trained else None,
         "teacher": trained.teacher if trained else None,
+        **({"retrieved": trained.retrieved} if trained and trained.retrieved is not None else {}),
         "split": data.train_split,
         "limit": data.train_limit,
     }
@@ -372,3 +406,58 @@ def settings_from_pairs(pairs: Sequence[str]) -> dict[str, Any]:
         else:
             settings[key] = value
     return settings
+
+
+class AnnotationFinetune(Teleprompter):
+    """``--teacher annotations --optimizer finetune`` (``AnnotationFinetuneSettings``):
+    ``compile(student, trainset=...)`` returns a copy of ``student`` running its model tuned on
+    every step's annotation demonstrations, each formatted as the chat that step is shown at
+    inference (its own demonstrations included), then the demonstration's outputs. A
+    demonstration that lacks one of its step's outputs (a reasoning the annotations do not
+    give) is left out."""
+
+    def __init__(self, settings: AnnotationFinetuneSettings, *, seed: int = 0):
+        super().__init__()
+        self.settings, self.seed = settings, seed
+        self.result = TunedResult()
+
+    def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
+        student = student.deepcopy()
+        predictors = {n.removesuffix(".predict"): p for n, p in student.named_predictors()}
+        lm = next(iter(predictors.values())).lm
+        check_model(lm)
+        adapter = default_adapter(lm)
+        rng = random.Random(self.seed)
+        data, steps, retrieved = [], Counter(), 0
+        for example in trainset:
+            demos = {}
+            if rng.random() < self.settings.retrieved_share:
+                demos = student.retrieved_demos(example)
+                retrieved += bool(demos)
+            for step, items in (demos or student.annotated_demos(example)).items():
+                predictor = predictors.get(step)
+                for demo in items if predictor is not None else []:
+                    outputs = predictor.signature.output_fields
+                    if any(name not in demo for name in outputs):
+                        continue
+                    data.append(
+                        adapter.format_finetune_data(
+                            signature=predictor.signature,
+                            demos=list(predictor.demos),
+                            inputs={k: demo[k] for k in predictor.signature.input_fields},
+                            outputs={k: demo[k] for k in outputs},
+                        )
+                    )
+                    steps[step] += 1
+        train_kwargs = dataclasses.asdict(self.settings.train)
+        provider.check_examples(data, provider.TrainSettings.of(train_kwargs))
+        tuned = lm.finetune(data, "chat", train_kwargs).result()
+        if isinstance(tuned, BaseException):
+            raise tuned
+        student.set_lm(tuned)
+        trained = Trained(
+            tuned.model, len(data), dict(steps), len(trainset), None, "annotations", retrieved
+        )
+        self.result = TunedResult(student, [trained])
+        student._compiled = True
+        return student

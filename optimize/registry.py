@@ -114,11 +114,18 @@ def get_optimizer(name: str) -> Optimizer:
 
 def optimizer_for(recipe: Recipe) -> Optimizer:
     """The optimizer a recipe runs. Recipes name the annotation teacher as the optimizer
-    ``bootstrap`` with ``teacher = "annotations"`` (``--teacher annotations``)."""
-    name = recipe.optimizer.name
-    if name == "bootstrap" and recipe.teacher == "annotations":
-        name = "annotations"
-    return get_optimizer(name)
+    ``bootstrap`` with ``teacher = "annotations"`` (``--teacher annotations``), and
+    ``finetune`` with it the annotation finetune."""
+    return get_optimizer(entry_name(recipe.optimizer.name, recipe.teacher))
+
+
+def entry_name(optimizer: str, teacher: str) -> str:
+    """The registry entry ``--optimizer`` and ``--teacher`` choose."""
+    if teacher == "annotations":
+        return {"bootstrap": "annotations", "finetune": "finetune-annotations"}.get(
+            optimizer, optimizer
+        )
+    return optimizer
 
 
 # --- DSPy's optimizers --------------------------------------------------------------------------
@@ -303,3 +310,15 @@ def _tuner(better_together: bool) -> Optimizer:
 
 register(_tuner(better_together=False))
 register(_tuner(better_together=True))
+
+register(
+    Optimizer(
+        "finetune-annotations",
+        read=finetune.AnnotationFinetuneSettings.read,
+        build=lambda settings, setup: finetune.AnnotationFinetune(settings, seed=setup.seed),
+        named=False,
+        record=finetune.record,
+        check_model=finetune.check_model,
+        files=finetune.adapter_files,
+    )
+)

@@ -37,7 +37,7 @@ from netcast.optimize import tune as tuning
 from netcast.optimize.compile import compile_program, demo_report, hold_out
 from netcast.optimize.joint import knob_grid
 from netcast.optimize.race import is_race
-from netcast.optimize.registry import Setup, get_optimizer, optimizer_for
+from netcast.optimize.registry import Setup, entry_name, get_optimizer, optimizer_for
 from netcast.programs import get_program
 from netcast.session import (
     build_program,
@@ -242,11 +242,13 @@ def make_recipe(
     if is_race(program):
         optimizer = "race"
     entry = get_optimizer(optimizer)
-    if teacher == "annotations" and not (optimizer == "bootstrap" or entry.searches):
+    if teacher == "annotations" and not (optimizer in ("bootstrap", "finetune") or entry.searches):
         raise InputError(
             "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
-            "only) or joint (searched with the knobs)"
+            "only), joint (searched with the knobs) or finetune (the model tuned on them)"
         )
+    if teacher == "annotations" and optimizer == "finetune":
+        entry = get_optimizer(entry_name(optimizer, teacher))
     given = dict(optimizer_settings or {})
     if entry.searches:
         given = {"demos": TEACHER_DEMOS[teacher], **given}

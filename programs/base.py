@@ -103,6 +103,12 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
             f"{self.name}: no annotation teacher for its steps; compile it with --teacher model"
         )
 
+    def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """Like ``annotated_demos``, but with the context as retrieval built it where that
+        context holds no gold passage (RAFT's share of examples without the golden document,
+        for ``--teacher annotations --optimizer finetune``). None by default."""
+        return {}
+
     def search(self, query: str, k: int, exclude: Collection[str] = ()) -> list[Hit]:
         """Retrieve and record the search in the trace."""
         if self.retriever is None:

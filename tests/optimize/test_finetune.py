@@ -475,3 +475,105 @@ def test_bad_finetune_settings_on_the_command_line_are_one_line(qa_file, tmp_pat
     assert result.exit_code == 2
     lines = [x for x in result.output.splitlines() if x.strip()]
     assert len(lines) == 1 and re.search(match, lines[0]), result.output
+
+
+# -- --teacher annotations: RAFT-style examples for basic's answer step ------------------------
+
+
+@pytest.fixture
+def hidden_gold_file(tmp_path):
+    """Questions whose gold passage retrieval never finds at k=1: the top passage is a
+    distractor sharing the question's words."""
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Word{i} what is item {i}?",
+            "answers": [f"Secret{i}"],
+            "paragraphs": [
+                {"title": f"Vault {i}", "text": f"Its code is Secret{i}.", "is_supporting": True},
+                {
+                    "title": f"Item {i}",
+                    "text": f"Item {i} is Word{i} what.",
+                    "is_supporting": False,
+                },
+            ],
+        }
+        for i in range(40)
+    ]
+    path = tmp_path / "hidden.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(path)
+
+
+def test_annotations_train_basics_answer_step_raft_style(hidden_gold_file, tmp_path, trainer):
+    from netcast.models.factory import default_adapter
+    from netcast.programs import BasicRAG
+    from netcast.signatures import AnswerQuestion
+
+    lm = embedded_lm(right_except(set()))
+    recipe = make_recipe(
+        program="basic",
+        knobs={"k": 1},
+        dataset=hidden_gold_file,
+        train_limit=16,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings={"retrieved_share": 0.5, "train": {"min_examples": 4}},
+        model="embedded",
+        teacher="annotations",
+    )
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    questions = train_questions(hidden_gold_file, 16)
+    assert not any(q in c[-1]["content"] for q in questions for c in lm.engine.chats)  # no call
+
+    (call,) = trainer
+    chats = call["chats"]
+    assert len(chats) == len(questions)
+    adapter = default_adapter(lm)
+    swapped, kept = [], []
+    for chat in chats:
+        n = word(chat[-2]["content"])
+        assert reply_of(chat) == {"answer": f"Secret{n}"}  # the gold answer
+        gold = f"Vault {n}: Its code is Secret{n}."
+        context = (
+            [gold] if gold in chat[-2]["content"] else [f"Item {n}: Item {n} is Word{n} what."]
+        )
+        (swapped if context == [gold] else kept).append(n)
+        question = f"Word{n} what is item {n}?"
+        expected = adapter.format(AnswerQuestion, [], {"context": context, "question": question})
+        assert chat[:-1] == expected  # the chat the answer step is shown for that context
+    assert swapped and kept  # gold swapped in for some, retrieval's context kept for others
+
+    # a kept context is exactly what the program is shown at inference
+    n = kept[0]
+    program = BasicRAG(None, lm=lm, k=1)
+    program.retriever = load(result.artifact, model=lm).retriever
+    before = len(lm.engine.chats)
+    program(question=f"Word{n} what is item {n}?")
+    inference = lm.engine.chats[before]
+    assert next(c[:-1] for c in chats if word(c[-2]["content"]) == n) == inference
+
+    examples = read_artifact(result.artifact)[0]["finetune"]["examples"]
+    assert examples["teacher"] == "annotations" and examples["retrieved"] == len(kept)
+    assert examples["per_step"] == {"answer": len(questions)}
+    assert read_artifact(result.artifact)[0]["optimizer"]["settings"]["retrieved_share"] == 0.5
+
+
+def test_annotation_finetune_settings_are_checked(qa_file):
+    with pytest.raises(InputError, match="retrieved_share=2"):
+        make_recipe(
+            program="basic",
+            knobs={},
+            dataset=qa_file,
+            optimizer="finetune",
+            optimizer_settings={"retrieved_share": 2},
+            teacher="annotations",
+        )
+    with pytest.raises(InputError, match="--teacher annotations works with"):
+        make_recipe(
+            program="basic",
+            knobs={},
+            dataset=qa_file,
+            optimizer="better-together",
+            teacher="annotations",
+        )
