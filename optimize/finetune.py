@@ -9,8 +9,10 @@ trace that passes the metric is one example, formatted by netcast's JSON adapter
 chat that predictor is shown at inference, then its reply. So every step of a multi-step program
 trains on its own calls; the steps share one adapter (DSPy's ``multitask``), as they share the
 model. ``FinetuneSettings``: which traces pass, whether demonstrations stay in the trained
-prompt, and the training itself (``TrainSettings``). The compiled program's adapter, its
-provenance and loss curve go into the artifact (``optimize.registry``)."""
+prompt, and the training itself (``TrainSettings``). With ``--teacher annotations`` the
+examples are the strategy's annotation demonstrations instead (``AnnotationFinetune``: RAFT-style
+for ``basic``'s answer step). The compiled program's adapter, its provenance and loss curve go
+into the artifact (``optimize.registry``)."""
 
 from __future__ import annotations
 
