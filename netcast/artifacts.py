@@ -5,6 +5,8 @@
                    optimizer and settings, metric, model and LM settings, seed
     scores.json    dev scores before and after compiling (quality and cost)
     meta.json      format, versions (netcast, dspy, python), lineage (parent artifact)
+    lora.gguf      a tuned model's LoRA adapter (``--optimizer finetune``), when the program
+                   runs one; the recipe's ``finetune`` entry holds its and its base's sha256
 
 Loading never unpickles unless the caller passes ``allow_pickle=True``.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -49,10 +52,12 @@ def save_artifact(
     recipe: dict[str, Any] | Recipe,
     scores: dict[str, Any],
     parent: str | Path | None = None,
+    files: dict[str, Path] | None = None,
 ) -> Path:
     """Write the artifact into a temporary sibling directory, then rename it into place, so a
     killed compile never leaves a half-written artifact at ``out``. ``recipe`` may be the typed
-    one (``netcast.formats.Recipe``): it is written as ``recipe.json`` holds it."""
+    one (``netcast.formats.Recipe``): it is written as ``recipe.json`` holds it. ``files``: more
+    files to copy in, by their name in the artifact (a tuned model's ``lora.gguf``)."""
     if not isinstance(recipe, dict):
         recipe = recipe.to_dict()
     missing = [k for k in RECIPE_KEYS if k not in recipe]
@@ -75,6 +80,8 @@ def save_artifact(
     }
     with atomic_directory(out, "recipe.json", "artifact") as tmp:
         program.save(str(tmp / "program.json"))
+        for name, source in (files or {}).items():
+            shutil.copyfile(source, tmp / name)
         for name, data in (("recipe.json", recipe), ("scores.json", scores), ("meta.json", meta)):
             (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True))
     return out

@@ -279,6 +279,48 @@ ARTIFACT_FIELDS = (
 )
 
 
+def adapter_line(recipe: dict[str, Any]) -> str | None:
+    """What a tuned artifact's adapter is (its recipe's ``finetune`` entry), in one line: the
+    file and its sha256, the base model, the examples it was trained on and the loss."""
+    entry = recipe.get("finetune")
+    if not isinstance(entry, dict):
+        return None
+    adapter, base = entry.get("adapter") or {}, entry.get("base") or {}
+    examples = entry.get("examples") or {}
+    steps = ", ".join(f"{k} {v}" for k, v in (examples.get("per_step") or {}).items())
+    teacher = examples.get("teacher") or "the model's own"
+    losses = entry.get("loss_curve") or []
+    loss = f"; {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""
+    questions = f"{examples.get('questions')} {examples.get('split')} questions"
+    if teacher == "annotations":
+        source = f" from the annotations of {questions}"
+        if examples.get("retrieved"):
+            source += f" ({examples['retrieved']} contexts as retrieved, without gold)"
+    else:
+        source = f" from {teacher} passing traces on {examples.get('passing')} of {questions}"
+    return (
+        f"adapter: {adapter.get('file', 'lora.gguf')} (sha256 {str(adapter.get('sha256'))[:12]}"
+        f"...), a rank-{entry.get('rank')} LoRA of {base.get('name')} (sha256 "
+        f"{str(base.get('sha256'))[:12]}...), trained on {examples.get('count')} examples"
+        + (f" ({steps})" if steps else "")
+        + source
+        + loss
+    )
+
+
+def better_together_line(recipe: dict[str, Any]) -> str | None:
+    """A better-together compile's candidates (each strategy's selection score) and the one
+    kept, in one line."""
+    candidates = (recipe.get("better_together") or {}).get("candidates")
+    if not candidates:
+        return None
+    parts = [
+        f"{c.get('strategy')} {c.get('score')}" + (" (kept)" if c.get("chosen") else "")
+        for c in candidates
+    ]
+    return "better-together, each step's program scored: " + "; ".join(parts)
+
+
 def results_table(title: str, aggregate: dict[str, Any]) -> Table:
     """Quality and cost side by side, averaged per question."""
     table = Table(title=title, caption=f"{aggregate.get('n', 0)} questions")

@@ -114,8 +114,10 @@ def load(
     """A ready compiled program from an artifact directory: knobs and prompts restored, index
     re-opened (content hash checked), and the program bound to its model (``program.set_lm``):
     the recipe's model, with the LM settings it was compiled with (an embedded model's context
-    window), unless ``model`` (a model name or a ``dspy.BaseLM``) overrides it. DSPy's global
-    settings are left alone, so two loaded programs keep their own models."""
+    window), unless ``model`` (a model name or a ``dspy.BaseLM``) overrides it. An artifact
+    whose model was tuned (``lora.gguf``) serves its adapter over that model, which must be the
+    adapter's base (``netcast.models.lora.serve_artifact_adapter``). DSPy's global settings are
+    left alone, so two loaded programs keep their own models."""
     import dspy
 
     from netcast.artifacts import load_program_state, read_artifact
@@ -129,6 +131,10 @@ def load(
             lm = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
         else:  # another model: the recipe's settings were for its own
             lm = make_lm(model_name(model))
+    if recipe.get("finetune"):  # a tuned model: its adapter, checked against lm's weights
+        from netcast.models.lora import serve_artifact_adapter
+
+        lm = serve_artifact_adapter(lm, Path(directory), recipe["finetune"])
     retriever = retriever or retriever_from_recipe(recipe["retriever"])
     program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
     load_program_state(program, Path(directory), allow_pickle)

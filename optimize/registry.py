@@ -18,8 +18,16 @@ from dspy.teleprompt import Teleprompter
 from netcast.errors import InputError
 from netcast.formats import Recipe
 from netcast.inputs import check_validation_fold
+from netcast.optimize import finetune
 from netcast.optimize.annotations import AnnotationTeacher
-from netcast.optimize.compile import DSPY, DSPyCompile, dspy_settings, hold_out, selection_sets
+from netcast.optimize.compile import (
+    DSPY,
+    DSPyCompile,
+    dspy_settings,
+    hold_out,
+    make_metric,
+    selection_sets,
+)
 from netcast.optimize.joint import JointCompile, check_search, joint_study
 from netcast.optimize.race import StrategyRace, candidates, check_race, race_programs
 from netcast.optimize.settings import AnnotationSettings, JointSettings, RaceSettings
@@ -66,7 +74,9 @@ class Optimizer:
     ``--optimizer`` choice (the others are chosen by ``--teacher`` or ``--program``);
     ``searches``: it searches knobs and demonstration sources (the joint compile, the race:
     ``--budget``, ``--grid`` and ``--ties`` configure it, and its sources default to the ones
-    ``--teacher`` names)."""
+    ``--teacher`` names). ``check_model(lm)`` refuses a model it cannot run with, before any
+    model call; ``files(teleprompter)``, the files the artifact holds beside the program (by
+    their name there)."""
 
     name: str
     read: Callable[[Mapping[str, Any]], Any]
@@ -78,6 +88,8 @@ class Optimizer:
     record: Callable[[Recipe, Any], dict[str, Any]] = lambda recipe, tele: {}
     workspace: Callable[[Path, str], Path] | None = None
     finished: Callable[[Any], bool] = lambda tele: True
+    check_model: Callable[[Any], None] = lambda lm: None
+    files: Callable[[Any], dict[str, Path]] = lambda tele: {}
 
 
 REGISTRY: dict[str, Optimizer] = {}
@@ -102,11 +114,18 @@ def get_optimizer(name: str) -> Optimizer:
 
 def optimizer_for(recipe: Recipe) -> Optimizer:
     """The optimizer a recipe runs. Recipes name the annotation teacher as the optimizer
-    ``bootstrap`` with ``teacher = "annotations"`` (``--teacher annotations``)."""
-    name = recipe.optimizer.name
-    if name == "bootstrap" and recipe.teacher == "annotations":
-        name = "annotations"
-    return get_optimizer(name)
+    ``bootstrap`` with ``teacher = "annotations"`` (``--teacher annotations``), and
+    ``finetune`` with it the annotation finetune."""
+    return get_optimizer(entry_name(recipe.optimizer.name, recipe.teacher))
+
+
+def entry_name(optimizer: str, teacher: str) -> str:
+    """The registry entry ``--optimizer`` and ``--teacher`` choose."""
+    if teacher == "annotations":
+        return {"bootstrap": "annotations", "finetune": "finetune-annotations"}.get(
+            optimizer, optimizer
+        )
+    return optimizer
 
 
 # --- DSPy's optimizers --------------------------------------------------------------------------
@@ -260,5 +279,46 @@ register(
         searches=True,
         workspace=lambda out, key: out.parent / f".{out.name}.race-{key}",
         finished=lambda tele: tele.result.complete,
+    )
+)
+
+
+# --- tuning the model's weights: DSPy's BootstrapFinetune and BetterTogether --------------------
+
+
+def _tuner(better_together: bool) -> Optimizer:
+    def build(settings: finetune.FinetuneSettings, setup: Setup) -> finetune.FinetuneCompile:
+        return finetune.FinetuneCompile(
+            settings,
+            metric=make_metric(setup.metric),
+            teacher_lm=setup.teacher_lm,
+            seed=setup.seed,
+            threads=setup.threads,
+            select_on=setup.select_on,
+        )
+
+    return Optimizer(
+        "better-together" if better_together else "finetune",
+        read=lambda values: finetune.read_entry(values, better_together),
+        build=build,
+        check=finetune.check,
+        record=finetune.record,
+        check_model=finetune.check_model,
+        files=finetune.adapter_files,
+    )
+
+
+register(_tuner(better_together=False))
+register(_tuner(better_together=True))
+
+register(
+    Optimizer(
+        "finetune-annotations",
+        read=finetune.AnnotationFinetuneSettings.read,
+        build=lambda settings, setup: finetune.AnnotationFinetune(settings, seed=setup.seed),
+        named=False,
+        record=finetune.record,
+        check_model=finetune.check_model,
+        files=finetune.adapter_files,
     )
 )

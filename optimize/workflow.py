@@ -37,7 +37,7 @@ from netcast.optimize import tune as tuning
 from netcast.optimize.compile import compile_program, demo_report, hold_out
 from netcast.optimize.joint import knob_grid
 from netcast.optimize.race import is_race
-from netcast.optimize.registry import Setup, get_optimizer, optimizer_for
+from netcast.optimize.registry import Setup, entry_name, get_optimizer, optimizer_for
 from netcast.programs import get_program
 from netcast.session import (
     build_program,
@@ -242,11 +242,13 @@ def make_recipe(
     if is_race(program):
         optimizer = "race"
     entry = get_optimizer(optimizer)
-    if teacher == "annotations" and not (optimizer == "bootstrap" or entry.searches):
+    if teacher == "annotations" and not (optimizer in ("bootstrap", "finetune") or entry.searches):
         raise InputError(
             "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
-            "only) or joint (searched with the knobs)"
+            "only), joint (searched with the knobs) or finetune (the model tuned on them)"
         )
+    if teacher == "annotations" and optimizer == "finetune":
+        entry = get_optimizer(entry_name(optimizer, teacher))
     given = dict(optimizer_settings or {})
     if entry.searches:
         given = {"demos": TEACHER_DEMOS[teacher], **given}
@@ -363,6 +365,7 @@ def compile_recipe(
         teacher_lm = make_lm(recipe.teacher_model)
     optimizer = optimizer_for(recipe)
     settings = optimizer.read(recipe.optimizer.settings)
+    optimizer.check_model(lm)  # e.g. no weights here to tune: refused before any model call
 
     def check(train: Any, dev: Any) -> None:  # refused now, not after dev is scored
         optimizer.check(settings, recipe, train.examples)
@@ -388,7 +391,7 @@ def compile_recipe(
         lambda: optimizer.build(settings, setup), student, splits, lm, threads, progress
     )
     recipe = recipe.updated(**optimizer.record(recipe, run.tele))
-    artifact = _save(recipe, run, splits, lm, out, parent)
+    artifact = _save(recipe, run, splits, lm, out, parent, optimizer.files(run.tele))
     # while the optimizer left work unfinished (grid points its budget left untried), its
     # workspace stays, so a rerun with a larger budget goes on from it
     if setup.workspace is not None and optimizer.finished(run.tele):
@@ -412,10 +415,17 @@ def compile_recipe(
 
 
 def _save(
-    recipe: Recipe, run: _Run, splits: Splits, lm: Any, out: Path, parent: str | Path | None
+    recipe: Recipe,
+    run: _Run,
+    splits: Splits,
+    lm: Any,
+    out: Path,
+    parent: str | Path | None,
+    files: dict[str, Path] | None = None,
 ) -> Path:
     """The artifact written: the compiled program and the recipe as it ran (the program's
-    knobs, its index, the model resolved and its settings), with the scores."""
+    knobs, its index, the model resolved and its settings), with the scores and the ``files``
+    the optimizer made (a tuned model's adapter)."""
     data = recipe.to_dict()
     index = recipe.retriever.saved_index  # the user's (netcast index), else built
     full = {
@@ -430,7 +440,7 @@ def _save(
     }
     scores = {"before": run.before, "after": run.after, "compile_seconds": run.seconds}
     scores["demos"] = demo_report(run.program)
-    return save_artifact(out, run.program, full, scores, parent=parent)
+    return save_artifact(out, run.program, full, scores, parent=parent, files=files)
 
 
 def _remove(path: Path) -> None:
@@ -464,6 +474,8 @@ def rerun_recipe(
     again from the knobs the user fixed, a race is run again (the winner may change with the
     model); ``knobs`` and ``select_on`` replace the recipe's."""
     new = {**recipe, "model": {"name": model_name(model), "lm_kwargs": {}}}
+    for trained in ("finetune", "better_together"):  # weights are tuned again for the model
+        new.pop(trained, None)
     if "joint" in recipe:  # the knobs are searched again, from the ones the user fixed
         new["knobs"] = recipe["joint"]["fixed"]
         del new["joint"]

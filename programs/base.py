@@ -103,6 +103,12 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
             f"{self.name}: no annotation teacher for its steps; compile it with --teacher model"
         )
 
+    def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """Like ``annotated_demos``, but with the context as retrieval built it where that
+        context holds no gold passage (RAFT's share of examples without the golden document,
+        for ``--teacher annotations --optimizer finetune``). None by default."""
+        return {}
+
     def search(self, query: str, k: int, exclude: Collection[str] = ()) -> list[Hit]:
         """Retrieve and record the search in the trace."""
         if self.retriever is None:
@@ -163,5 +169,8 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
             dspy.context(adapter=adapter) if adapter is not None else nullcontext(),
         ):
             prediction = super().__call__(*args, **kwargs)
-        prediction.trace = recorded.to_dict()
+        # DSPy's BootstrapFinetune collects traces through a forward that returns (prediction,
+        # DSPy's trace of its calls)
+        answered = prediction[0] if isinstance(prediction, tuple) else prediction
+        answered.trace = recorded.to_dict()
         return prediction

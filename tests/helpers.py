@@ -17,6 +17,7 @@ __all__ = [
     "distracted",
     "last_question",
     "scoring_lm",
+    "tiny_base",
 ]
 
 
@@ -60,6 +61,24 @@ def scoring_lm(respond, favour):
 
     use_netcast_cache()
     return dspy.LM("scripted/scoring", engine=Scoring(respond), cache=False, num_retries=0)
+
+
+def tiny_base(model_path):
+    """In place of the embedded model in training (``training.load_base``): a 2-block random
+    Qwen2 with the real vocabulary (the examples are real tokens), trained in seconds."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=151_936,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    return Qwen2ForCausalLM(config)
 
 
 # the joint compile's scripted data (tests/optimize/test_joint.py and the CLI's tests)

@@ -321,7 +321,9 @@ OptimizerOpt = Annotated[
     str,
     typer.Option(
         help="bootstrap | bootstrap-rs | mipro | simba | gepa | joint (knobs not given with "
-        "--set searched together with the demonstrations, on held-out training questions)"
+        "--set searched together with the demonstrations, on held-out training questions) | "
+        "finetune (an embedded model's weights tuned on its passing traces: a LoRA adapter) | "
+        "better-together (prompts, then weights, then prompts)"
     ),
 ]
 MetricOpt = Annotated[str, typer.Option(help="em | f1 | judge")]
@@ -333,7 +335,11 @@ TeacherOpt = Annotated[
     ),
 ]
 TeacherModelOpt = Annotated[
-    Optional[str], typer.Option(help="teacher / proposal model (default: --model)")  # noqa: UP045
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        help="teacher / proposal model (default: --model); with finetune, its traces train "
+        "the model (distillation)"
+    ),
 ]
 BudgetOpt = Annotated[
     Optional[int],  # noqa: UP045
@@ -352,6 +358,15 @@ TiesOpt = Annotated[
         help="joint: among the trials that beat the defaults and that the validation questions "
         "cannot tell apart from the best, take the one nearest the defaults (nearest, the "
         "default) or the best score (best)"
+    ),
+]
+FinetuneSetOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--finetune-set",
+        help="finetune or better-together: a setting, name=value (repeatable): a training "
+        "setting (epochs, learning_rate, rank, min_examples, threads, ...), metric_threshold, "
+        "exclude_demos, or better-together's strategy and prompt",
     ),
 ]
 SeedOpt = Annotated[int, typer.Option(help="optimizer seed")]
@@ -381,6 +396,7 @@ def compile_cmd(
     budget: BudgetOpt = None,
     grid: GridOpt = None,
     ties: TiesOpt = None,
+    finetune_set: FinetuneSetOpt = None,
     retriever: SearchOpt = None,
     index: IndexOpt = None,
     knob: KnobOpt = None,
@@ -415,6 +431,7 @@ def compile_cmd(
             optimizer,
             metric,
             (budget, grid, ties),
+            finetune_set,
             dataset=dataset,
             train_split=train_split,
             dev_split=dev_split,
@@ -466,12 +483,13 @@ def _compile_recipe_of(
     optimizer: str,
     metric: str,
     search: tuple[int | None, list[str] | None, str | None],
+    tuning: list[str] | None,
     **fields: Any,
 ):
     """The recipe ``netcast compile`` runs: ``--optimizer`` and ``--metric`` checked, the
-    ``--set`` knobs (a race's are split among its programs when it starts), and for a search
+    ``--set`` knobs (a race's are split among its programs when it starts), for a search
     (the joint compile, a race) its settings from ``search``: ``--budget``, ``--grid`` and
-    ``--ties``."""
+    ``--ties``, and a finetune's from ``tuning`` (``--finetune-set``)."""
     from netcast.optimize.compile import METRICS
     from netcast.optimize.race import is_race
     from netcast.optimize.registry import get_optimizer, optimizer_names
@@ -488,11 +506,18 @@ def _compile_recipe_of(
     budget, grid, ties = search
     if grid and not searching:
         raise NetcastError("--grid names the values a joint compile tries: add --optimizer joint")
+    settings = _joint_settings(budget, grid, ties) if searching else None
+    if tuning:
+        if optimizer not in ("finetune", "better-together"):
+            raise NetcastError("--finetune-set configures --optimizer finetune or better-together")
+        from netcast.optimize.finetune import settings_from_pairs
+
+        settings = settings_from_pairs(tuning)
     return make_recipe(
         program=program,
         knobs=parse_pairs(pairs or []) if racing else _knobs(pairs, program),
         optimizer=optimizer,
-        optimizer_settings=_joint_settings(budget, grid, ties) if searching else None,
+        optimizer_settings=settings,
         metric=metric,
         **fields,
     )
@@ -530,7 +555,15 @@ def _recompile(
 def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: str) -> None:
     """What a compile found (a race's table and choice, or a joint compile's trials and its
     test against the defaults), its scores, demonstrations and artifact."""
-    from netcast.render import race_line, race_table, verdict_lines, versus_defaults_line
+    from netcast.artifacts import read_artifact
+    from netcast.render import (
+        adapter_line,
+        better_together_line,
+        race_line,
+        race_table,
+        verdict_lines,
+        versus_defaults_line,
+    )
 
     if result.race:
         print_table(race_table(result.race))
@@ -554,6 +587,10 @@ def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: st
             f"traces, {counts['labeled']} labeled from the training set"
             + (" (its annotations)" if teacher == "annotations" else "")
         )
+    saved = read_artifact(result.artifact)[0]
+    for line in (better_together_line(saved), adapter_line(saved)):
+        if line:
+            console.print(line, markup=False, soft_wrap=True)
     console.print(f"compiled in {result.seconds:.1f} s -> {result.artifact}", soft_wrap=True)
     if result.dev_f1:  # what the dev scores show, and what would decide it
         before, after = result.dev_f1
@@ -643,7 +680,14 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
     """Show an artifact's recipe, scores and lineage."""
     from netcast.artifacts import read_artifact
     from netcast.inputs import check_recipe
-    from netcast.render import artifact_table, race_line, race_table, versus_defaults_line
+    from netcast.render import (
+        adapter_line,
+        artifact_table,
+        better_together_line,
+        race_line,
+        race_table,
+        versus_defaults_line,
+    )
 
     recipe, scores, meta = read_artifact(directory)
     check_recipe(directory, recipe)
@@ -658,6 +702,9 @@ def show(directory: Annotated[Path, typer.Argument(help="an artifact directory")
             console.print(line, markup=False)
         if joint.get("untried"):
             console.print(f"{joint['untried']} grid point(s) left untried by the budget")
+    for line in (better_together_line(recipe), adapter_line(recipe)):
+        if line:
+            console.print(line, markup=False, soft_wrap=True)
     print_table(score_table({"before": scores.get("before"), "after": scores.get("after")}))
 
 

@@ -316,3 +316,88 @@ def _gguf_base(path: Path) -> str | None:
         return _field_str(reader, "netcast.base_sha256")
     except Exception as err:  # gguf raises ValueError, KeyError, struct errors on a bad file
         raise ModelFileError(f"{path}: not a readable GGUF LoRA adapter ({err})") from None
+
+
+def _entry_field(entry: Any, *path: str) -> Any:
+    value = entry
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def serve_artifact_adapter(lm: Any, directory: Path, entry: dict[str, Any]) -> Any:
+    """A copy of embedded LM ``lm`` serving the adapter an artifact holds (``lora.gguf``, its
+    recipe's ``finetune`` ``entry``), after checking, each refused with one line: ``lm`` runs
+    the base model the adapter was trained on (its sha256), the file is the one the recipe
+    names (its sha256), and its header names that base. The adapter is copied into the adapter
+    store (by its sha256), so the tuned model id serves it like one trained here."""
+    directory = Path(directory)
+    path = directory / "lora.gguf"
+    sha = _entry_field(entry, "adapter", "sha256")
+    base_sha = _entry_field(entry, "base", "sha256")
+    base_name = _entry_field(entry, "base", "name") or "?"
+    if not isinstance(sha, str) or not isinstance(base_sha, str):
+        raise InputError(
+            f"{directory / 'recipe.json'}: field 'finetune': the adapter's and its base "
+            "model's sha256 (adapter.sha256, base.sha256) are missing"
+        )
+    model = str(getattr(lm, "model", lm))
+    try:
+        spec = parse_model_id(model)[0]
+    except InputError:
+        raise InputError(
+            f"{directory}: its program runs a LoRA adapter of the embedded model {base_name}; "
+            f"{model} cannot serve it (give model={base_name!r}, or compile --from "
+            f"{directory} --model {model} to compile it for that model)"
+        ) from None
+    if spec.sha256 != base_sha:
+        raise ModelFileError(
+            f"{path}: adapter trained on base model {base_name} (sha256 {base_sha[:12]}...), "
+            f"not on {spec.name} (sha256 {spec.sha256[:12]}...); netcast compile --from "
+            f"{directory} --model {spec.name} trains one for it"
+        )
+    if not path.exists():
+        raise InputError(f"{path}: missing (the recipe names adapter {sha[:12]}...)")
+    actual = _sha256(path)
+    if actual != sha:
+        raise ModelFileError(
+            f"{path}: adapter file damaged (sha256 {actual[:12]}..., the recipe names "
+            f"{sha[:12]}...); compile the artifact again"
+        )
+    header_base = _gguf_base(path)
+    if header_base != base_sha:
+        raise ModelFileError(
+            f"{path}: the adapter's header names base sha256 {str(header_base)[:12]}..., not "
+            f"the recipe's {base_sha[:12]}...; compile the artifact again"
+        )
+    _install(path, sha, spec, entry)
+    return lm.copy(model=tuned_model_id(spec, sha))
+
+
+def _install(path: Path, sha: str, spec: embedded.ModelSpec, entry: dict[str, Any]) -> None:
+    """Put a checked adapter file into the store (unless there already, the same size) with
+    the record its artifact's ``finetune`` entry describes."""
+    import shutil
+
+    stored = adapter_path(sha)
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    size = path.stat().st_size
+    if not stored.exists() or stored.stat().st_size != size:
+        tmp = stored.with_name(f".{stored.name}.{os.getpid()}.tmp")
+        shutil.copyfile(path, tmp)
+        tmp.replace(stored)
+    if not record_path(sha).exists():
+        record = AdapterRecord(
+            sha256=sha,
+            base=spec.name,
+            base_sha256=spec.sha256,
+            size=size,
+            rank=int(entry.get("rank") or 0),
+            alpha=float(entry.get("alpha") or 0.0),
+            settings=dict(entry.get("settings") or {}),
+            examples=int(_entry_field(entry, "examples", "count") or 0),
+            loss_curve=[float(x) for x in entry.get("loss_curve") or []],
+            seconds=float(entry.get("seconds") or 0.0),
+            peak_memory=int(entry.get("peak_memory") or 0),
+        )
+        _write_json(record_path(sha), record.to_json())

@@ -67,8 +67,25 @@ class BasicRAG(NetcastProgram):
         """``answer`` reads the record's gold answer from the top-k context retrieved for its
         question, gold passages swapped in for the last others where retrieval missed them."""
         gold = annotations.require(example, "gold_passages", self.name)
-        hits = self.linked(self.retriever.search(example.question, self.knobs.k))
-        found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
+        found = self._retrieved(example.question)
         context = annotations.context_with_gold(found, gold, len(found))
         demo = dspy.Example(context=context, question=example.question, answer=example.answer)
         return {"answer": [demo.with_inputs("context", "question")]}
+
+    def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """``answer`` with the record's gold answer and the context exactly as retrieval built
+        it, where that context holds no gold passage (RAFT's examples without the golden
+        document); none where it holds one."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        found = self._retrieved(example.question)
+        if any(annotations.is_gold(chunk_id, gold) for chunk_id, _ in found):
+            return {}
+        context = [passage for _, passage in found]
+        demo = dspy.Example(context=context, question=example.question, answer=example.answer)
+        return {"answer": [demo.with_inputs("context", "question")]}
+
+    def _retrieved(self, question: str) -> list[tuple[str, str]]:
+        """(chunk id, passage) of the context retrieval builds for ``question`` (top-k, then
+        the link hop; the precision step, which may call a model, is not run)."""
+        hits = self.linked(self.retriever.search(question, self.knobs.k))
+        return [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]

@@ -36,6 +36,8 @@ def test_every_optimizer_is_a_teleprompter_built_from_its_default_settings():
         "simba",
         "gepa",
         "joint",
+        "finetune",
+        "better-together",
     }
     for name, entry in REGISTRY.items():
         tele = entry.build(entry.read({}), Setup(lm=None))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from dspy.teleprompt.bootstrap_finetune import build_call_data_from_trace
 
+from helpers import tiny_base
 from netcast.errors import InputError, ModelFileError
 from netcast.models import embedded, finetune, lora, training
 from netcast.models.factory import EmbeddedLM, default_adapter, make_lm
@@ -374,23 +375,6 @@ def test_the_memory_and_disk_estimates_count_the_05b_models_parameters():
 
 
 # -- the provider end to end, with a tiny model in place of the 0.5B ------------------------------
-
-
-def tiny_base(model_path):
-    """A 2-block random Qwen2 with the real vocabulary (the examples are real tokens)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=151_936,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
-    return Qwen2ForCausalLM(config)
 
 
 TRAIN = training.train

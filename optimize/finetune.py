@@ -1,0 +1,465 @@
+"""Tuning the embedded model's weights as a compile step (``--optimizer finetune`` and
+``--optimizer better-together``): DSPy's own ``BootstrapFinetune`` and ``BetterTogether``, the
+training done by netcast's CPU provider (``netcast.models.finetune``: a LoRA written as a GGUF
+adapter that llama.cpp serves).
+
+The training examples are the program's successful traces on the training questions (its own,
+or a teacher model's with ``--teacher-model``: distillation): every call a predictor made in a
+trace that passes the metric is one example, formatted by netcast's JSON adapter as exactly the
+chat that predictor is shown at inference, then its reply. So every step of a multi-step program
+trains on its own calls; the steps share one adapter (DSPy's ``multitask``), as they share the
+model. ``FinetuneSettings``: which traces pass, whether demonstrations stay in the trained
+prompt, and the training itself (``TrainSettings``). With ``--teacher annotations`` the
+examples are the strategy's annotation demonstrations instead (``AnnotationFinetune``: RAFT-style
+for ``basic``'s answer step). The compiled program's adapter, its provenance and loss curve go
+into the artifact (``optimize.registry``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+from dspy.teleprompt import Teleprompter
+from dspy.teleprompt.bootstrap_trace import FailedPrediction
+
+from netcast.errors import InputError
+from netcast.models import finetune as provider
+from netcast.models import lora
+from netcast.models.factory import default_adapter
+from netcast.optimize.compile import DEMO_PASS, DSPY, dspy_settings, hold_out, make_optimizer
+from netcast.optimize.settings import Settings
+
+STEPS = ("p", "w")  # BetterTogether's steps: prompt optimization, weight optimization
+
+
+def _read(cls: type, values: Mapping[str, Any], what: str) -> Any:
+    """``Settings.read`` for settings with training settings under ``train``: an unknown name
+    at either level is one line naming it and the known ones."""
+    known = [f.name for f in dataclasses.fields(cls) if f.name != "train"]
+    unknown = sorted(set(values) - {*known, "train"})
+    if unknown:
+        training = ", ".join(f.name for f in dataclasses.fields(provider.TrainSettings))
+        raise InputError(
+            f"{what}: unknown setting {unknown[0]!r}; settings are {', '.join(known)}, and "
+            f"the training settings {training}"
+        )
+    train = values.get("train")
+    if isinstance(train, Mapping):  # unknown training settings named, not dropped
+        provider.TrainSettings.of(dict(train))
+    return Settings.read.__func__(cls, values, what)
+
+
+@dataclass(frozen=True)
+class FinetuneSettings(Settings):
+    """``--optimizer finetune``: a trace trains the model when its answer scores at least
+    ``metric_threshold``; ``exclude_demos`` trains (and then runs) the steps without their
+    demonstrations; ``train``: the LoRA's training (``netcast.models.finetune.TrainSettings``)."""
+
+    metric_threshold: float = DEMO_PASS
+    exclude_demos: bool = False
+    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
+
+    @classmethod
+    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
+        return _read(cls, values, what)
+
+    def check(self) -> None:
+        provider.TrainSettings.of(dataclasses.asdict(self.train))
+        if not 0 <= self.metric_threshold <= 1:
+            raise InputError(
+                f"finetune settings: metric_threshold={self.metric_threshold}; give 0 to 1"
+            )
+
+
+@dataclass(frozen=True)
+class BetterTogetherSettings(FinetuneSettings):
+    """``--optimizer better-together``: DSPy's ``BetterTogether`` running ``strategy``, a
+    sequence of ``p`` (DSPy optimizer ``prompt`` at netcast's defaults for it) and ``w`` (the
+    finetune above), keeping the step that scores best on the selection questions."""
+
+    strategy: str = "p -> w -> p"
+    prompt: str = "bootstrap"
+
+    def check(self) -> None:
+        super().check()
+        steps = self.strategy.split(" -> ")
+        if any(step not in STEPS for step in steps) or "w" not in steps:
+            raise InputError(
+                f"better-together strategy {self.strategy!r}: steps p (prompts) and w (weights) "
+                "joined by ' -> ', with at least one w (e.g. 'p -> w -> p')"
+            )
+        if self.prompt not in DSPY:
+            raise InputError(
+                f"better-together prompt optimizer {self.prompt!r}; choose one of {', '.join(DSPY)}"
+            )
+
+
+@dataclass(frozen=True)
+class AnnotationFinetuneSettings(Settings):
+    """``--teacher annotations --optimizer finetune``: every step trains on the demonstrations
+    the strategy reads from the training data's annotations (``annotated_demos``: for
+    ``basic``'s answer step, RAFT-style, the retrieved context with the gold passages swapped
+    in and the gold answer); for ``retrieved_share`` of the questions, a context retrieval built
+    without any gold passage is kept as it is (``retrieved_demos``, where the strategy has
+    them), so the model also learns to answer, or not, without the evidence. No model is
+    called to make the examples."""
+
+    retrieved_share: float = 0.2
+    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
+
+    @classmethod
+    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
+        return _read(cls, values, what)
+
+    def check(self) -> None:
+        provider.TrainSettings.of(dataclasses.asdict(self.train))
+        if not 0 <= self.retrieved_share <= 1:
+            raise InputError(
+                f"finetune settings: retrieved_share={self.retrieved_share}; give 0 to 1"
+            )
+
+
+def check_model(lm: Any) -> None:
+    """One line, before any model call, if ``lm`` has no weights here to train (a model served
+    by an API) or the ``finetune`` extra is missing."""
+    provider.check_trainable(lm)
+    lora.require_extra()
+
+
+@dataclass
+class Trained:
+    """One finetune: the tuned model id and where its examples came from."""
+
+    model: str
+    examples: int
+    per_step: dict[str, int]
+    questions: int
+    passing: int | None  # training questions whose traces passed (None: no traces)
+    teacher: str | None
+    retrieved: int | None = None  # annotation examples whose context is retrieval's, no gold
+
+
+def passing_metric(metric: Callable, threshold: float) -> Callable:
+    """A trace trains the model when ``metric`` scores it at least ``threshold``."""
+
+    def passes(example, prediction, trace=None) -> bool:
+        return float(metric(example, prediction)) >= threshold
+
+    return passes
+
+
+class NetcastFinetune(dspy.BootstrapFinetune):
+    """DSPy's ``BootstrapFinetune`` as netcast runs it: examples formatted by the adapter the
+    program runs each model with (``default_adapter``), a teacher model's program built from
+    the student (``teacher_lm``), the examples' count checked before any training, and what
+    was trained recorded (``trained``)."""
+
+    def __init__(
+        self,
+        metric: Callable,
+        settings: FinetuneSettings,
+        *,
+        teacher_lm: Any = None,
+        threads: int = 1,
+    ):
+        super().__init__(
+            metric=passing_metric(metric, settings.metric_threshold),
+            multitask=True,
+            train_kwargs=dataclasses.asdict(settings.train),
+            exclude_demos=settings.exclude_demos,
+            num_threads=threads,
+        )
+        self.settings, self.teacher_lm = settings, teacher_lm
+        self.trained: list[Trained] = []
+        self._names: dict[int, str] = {}
+        self._questions = 0
+
+    def compile(self, student, trainset, teacher=None):
+        for _, predictor in student.named_predictors():
+            check_model(predictor.lm)
+        if teacher is None and self.teacher_lm is not None:
+            teacher = student.deepcopy()
+            teacher.set_lm(self.teacher_lm)
+        programs = [student, *(teacher if isinstance(teacher, list) else [teacher])]
+        self._names = {  # a traced call names its predictor, the student's or the teacher's
+            id(predictor): name.removesuffix(".predict")
+            for program in programs
+            if program is not None
+            for name, predictor in program.named_predictors()
+        }
+        self._questions = len(trainset)
+        compiled = super().compile(student, trainset=trainset, teacher=teacher)
+        if self.trained:  # the tuned model's id, which the compiled program now runs
+            self.trained[-1].model = compiled.predictors()[0].lm.model
+        return compiled
+
+    def _prepare_finetune_data(self, trace_data, lm, pred_ind=None):
+        # a trace whose reply could not be read scores a negative "format reward" in DSPy, which
+        # its own filter (``if score``) would let through
+        passing = [
+            d
+            for d in trace_data
+            if not isinstance(d["prediction"], FailedPrediction) and (d.get("score") or 0) > 0
+        ]
+        if self.adapter[lm] is None:
+            self.adapter[lm] = default_adapter(lm)
+        data, data_format = super()._prepare_finetune_data(passing, lm, pred_ind)
+        settings = provider.TrainSettings.of(self.train_kwargs[lm])
+        provider.check_examples(data, settings)  # too few: one line, before any training
+        steps = Counter(self._names.get(id(call[0]), "?") for d in passing for call in d["trace"])
+        teacher = getattr(self.teacher_lm, "model", None)
+        self.trained.append(
+            Trained(lm.model, len(data), dict(steps), self._questions, len(passing), teacher)
+        )
+        return data, data_format
+
+
+class _Recording(dspy.BetterTogether):
+    """DSPy's ``BetterTogether``, which logs a failed step and returns the best program so far;
+    here the failure is kept (``error``) so the compile reports it (a training interrupted with
+    Ctrl-C, too few examples) instead of saving a program that silently skipped the step."""
+
+    error: BaseException | None = None
+
+    def _run_and_evaluate_step(self, *args, **kwargs):
+        try:
+            return super()._run_and_evaluate_step(*args, **kwargs)
+        except Exception as err:
+            self.error = self.error or err
+            raise
+
+
+@dataclass
+class TunedResult:
+    """What a finetune compile leaves for the artifact: the program, its finetunes and (for
+    better-together) each candidate's strategy and score."""
+
+    program: dspy.Module | None = None
+    trained: list[Trained] = field(default_factory=list)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+
+    def adapter(self) -> tuple[str, Trained] | None:
+        """(the adapter's sha256, its finetune) the compiled program runs, if any."""
+        for predictor in self.program.predictors() if self.program is not None else []:
+            model = getattr(predictor.lm, "model", "")
+            try:
+                sha = lora.parse_model_id(model)[1]
+            except InputError:
+                continue
+            if sha:
+                trained = next((t for t in reversed(self.trained) if t.model == model), None)
+                return sha, trained
+        return None
+
+
+class FinetuneCompile(Teleprompter):
+    """``--optimizer finetune`` and ``--optimizer better-together``: ``compile(student,
+    trainset=..., valset=...)`` returns a tuned copy of ``student`` (the original is not
+    changed). Better-together scores its candidates on ``valset`` (``select_on="dev"``) or on
+    held-out training questions (``"train"``)."""
+
+    def __init__(
+        self,
+        settings: FinetuneSettings,
+        *,
+        metric: Callable,
+        teacher_lm: Any = None,
+        seed: int = 0,
+        threads: int = 1,
+        select_on: str = "dev",
+    ):
+        super().__init__()
+        self.settings, self.metric, self.teacher_lm = settings, metric, teacher_lm
+        self.seed, self.threads, self.select_on = seed, threads, select_on
+        self.result = TunedResult()
+
+    def finetuner(self) -> NetcastFinetune:
+        return NetcastFinetune(
+            self.metric, self.settings, teacher_lm=self.teacher_lm, threads=self.threads
+        )
+
+    def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
+        student = student.deepcopy()
+        if isinstance(self.settings, BetterTogetherSettings):
+            program = self._better_together(student, list(trainset), valset)
+        else:
+            tuner = self.finetuner()
+            program = tuner.compile(student, trainset=list(trainset))
+            self.result.trained = tuner.trained
+        self.result.program = program
+        return program
+
+    def _better_together(self, student, trainset: list, valset) -> dspy.Module:
+        settings = self.settings
+        if self.select_on == "train":
+            trainset, valset = hold_out(trainset)
+        tuner = self.finetuner()
+        prompt = make_optimizer(
+            settings.prompt,
+            self.metric,
+            teacher_lm=self.teacher_lm,
+            seed=self.seed,
+            threads=self.threads,
+            **dspy_settings(settings.prompt).kwargs,
+        )
+        extra = DSPY[settings.prompt].extra(list(valset) if valset else None, self.seed)
+        together = _Recording(metric=self.metric, p=prompt, w=tuner)
+        program = together.compile(
+            student,
+            trainset=trainset,
+            valset=list(valset) if valset else None,
+            num_threads=self.threads,
+            seed=self.seed,
+            strategy=settings.strategy,
+            optimizer_compile_args={"p": {k: v for k, v in extra.items() if k != "valset"}},
+        )
+        if together.error is not None:
+            raise together.error
+        self.result.trained = tuner.trained
+        self.result.candidates = [
+            {
+                "strategy": c["strategy"] or "none",
+                "score": c["score"],
+                "chosen": c["program"] is program,
+            }
+            for c in program.candidate_programs
+        ]
+        del program.candidate_programs, program.flag_compilation_error_occurred
+        return program
+
+
+def adapter_files(tele: FinetuneCompile) -> dict[str, Path]:
+    """The files the artifact holds beside the program: the adapter the program runs."""
+    found = tele.result.adapter()
+    return {"lora.gguf": lora.adapter_path(found[0])} if found else {}
+
+
+def record(recipe: Any, tele: FinetuneCompile) -> dict[str, Any]:
+    """What the recipe gains: the adapter (``finetune``: the base model's and the adapter's
+    sha256, the training settings, the examples' provenance, the loss curve) and, for
+    better-together, its candidates."""
+    entry: dict[str, Any] = {}
+    if tele.result.candidates:
+        entry["better_together"] = {"candidates": tele.result.candidates}
+    found = tele.result.adapter()
+    if found is None:
+        return entry
+    sha, trained = found
+    saved = lora.read_record(sha)
+    data = recipe.dataset
+    provenance = {
+        "count": saved.examples,
+        "per_step": trained.per_step if trained else {},
+        "questions": trained.questions if trained else None,
+        "passing": trained.passing if trained else None,
+        "teacher": trained.teacher if trained else None,
+        **({"retrieved": trained.retrieved} if trained and trained.retrieved is not None else {}),
+        "split": data.train_split,
+        "limit": data.train_limit,
+    }
+    entry["finetune"] = {
+        "adapter": {"file": "lora.gguf", "sha256": sha, "size": saved.size},
+        "base": {
+            "name": saved.base,
+            "sha256": saved.base_sha256,
+            "file": lora.parse_model_id(saved.base)[0].file_name,
+        },
+        "rank": saved.rank,
+        "alpha": saved.alpha,
+        "settings": saved.settings,
+        "examples": provenance,
+        "loss_curve": saved.loss_curve,
+        "seconds": round(saved.seconds, 1),
+        "peak_memory": saved.peak_memory,
+    }
+    return entry
+
+
+def read_entry(values: Mapping[str, Any], better_together: bool) -> FinetuneSettings:
+    cls = BetterTogetherSettings if better_together else FinetuneSettings
+    return cls.read(values)
+
+
+def check(settings: FinetuneSettings, recipe: Any, trainset: Sequence) -> None:
+    """Refused before any model call: settings out of range; better-together selecting on
+    held-out training questions with fewer than 2 of them."""
+    settings.check()
+    if isinstance(settings, BetterTogetherSettings) and recipe.dataset.select_on == "train":
+        hold_out(trainset)
+
+
+def settings_from_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--finetune-set`` pairs (``epochs=2``, ``strategy=p -> w``) as a recipe's settings: a
+    training setting (``TrainSettings``) goes under ``train``, the others at the top; values
+    read as JSON where they parse. An unknown name is refused when the recipe is made."""
+    from netcast.programs.knobs import parse_pairs
+
+    train = {f.name for f in dataclasses.fields(provider.TrainSettings)}
+    settings: dict[str, Any] = {}
+    for key, value in parse_pairs(list(pairs)).items():
+        if key in train:
+            settings.setdefault("train", {})[key] = value
+        else:
+            settings[key] = value
+    return settings
+
+
+class AnnotationFinetune(Teleprompter):
+    """``--teacher annotations --optimizer finetune`` (``AnnotationFinetuneSettings``):
+    ``compile(student, trainset=...)`` returns a copy of ``student`` running its model tuned on
+    every step's annotation demonstrations, each formatted as the chat that step is shown at
+    inference (its own demonstrations included), then the demonstration's outputs. A
+    demonstration that lacks one of its step's outputs (a reasoning the annotations do not
+    give) is left out."""
+
+    def __init__(self, settings: AnnotationFinetuneSettings, *, seed: int = 0):
+        super().__init__()
+        self.settings, self.seed = settings, seed
+        self.result = TunedResult()
+
+    def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
+        student = student.deepcopy()
+        predictors = {n.removesuffix(".predict"): p for n, p in student.named_predictors()}
+        lm = next(iter(predictors.values())).lm
+        check_model(lm)
+        adapter = default_adapter(lm)
+        rng = random.Random(self.seed)
+        data, steps, retrieved = [], Counter(), 0
+        for example in trainset:
+            demos = {}
+            if rng.random() < self.settings.retrieved_share:
+                demos = student.retrieved_demos(example)
+                retrieved += bool(demos)
+            for step, items in (demos or student.annotated_demos(example)).items():
+                predictor = predictors.get(step)
+                for demo in items if predictor is not None else []:
+                    outputs = predictor.signature.output_fields
+                    if any(name not in demo for name in outputs):
+                        continue
+                    data.append(
+                        adapter.format_finetune_data(
+                            signature=predictor.signature,
+                            demos=list(predictor.demos),
+                            inputs={k: demo[k] for k in predictor.signature.input_fields},
+                            outputs={k: demo[k] for k in outputs},
+                        )
+                    )
+                    steps[step] += 1
+        train_kwargs = dataclasses.asdict(self.settings.train)
+        provider.check_examples(data, provider.TrainSettings.of(train_kwargs))
+        tuned = lm.finetune(data, "chat", train_kwargs).result()
+        if isinstance(tuned, BaseException):
+            raise tuned
+        student.set_lm(tuned)
+        trained = Trained(
+            tuned.model, len(data), dict(steps), len(trainset), None, "annotations", retrieved
+        )
+        self.result = TunedResult(student, [trained])
+        student._compiled = True
+        return student

@@ -1,0 +1,579 @@
+"""``--optimizer finetune`` and ``--optimizer better-together`` (optimize.finetune): DSPy's
+BootstrapFinetune and BetterTogether through netcast's CPU provider, with a scripted embedded
+model and a tiny random model trained in place of the 0.5B (``helpers.tiny_base``): which
+examples reach the trainer, what the artifact holds, how it loads and is refused, and bad input
+refused before any model call."""
+
+import json
+import re
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+from helpers import ScriptedEngine, tiny_base
+from netcast.artifacts import read_artifact
+from netcast.cli.app import app
+from netcast.errors import InputError, ModelFileError
+from netcast.models import embedded, finetune, lora, training
+from netcast.models.factory import EmbeddedLM
+from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
+from netcast.session import load
+from netcast.testing import SchemaEngine
+
+SPEC = embedded.spec()
+WRONG = {3, 7}  # the model answers these questions wrong: their traces do not train it
+
+
+def word(prompt: str) -> str:
+    found = re.findall(r"Word(\d+) what is item", prompt)
+    return found[-1] if found else ""
+
+
+def right_except(wrong):
+    def reply(prompt):
+        n = word(prompt)
+        answer = "nope" if n and int(n) in wrong else f"Word{n}"
+        return {"reasoning": "It says so.", "query": f"item {n}", "answer": answer}
+
+    return reply
+
+
+class RecordingEngine(SchemaEngine):
+    """A scripted engine keeping each request as the chat it is (system, then messages)."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.chats = []
+
+    def complete(self, request):
+        self.chats.append(
+            [{"role": "system", "content": request.system}]
+            + [{"role": m.role, "content": m.text} for m in request.messages]
+        )
+        return super().complete(request)
+
+
+@pytest.fixture
+def qa_file(tmp_path):
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Word{i} what is item {i}?",
+            "answers": [f"Word{i}"],
+            "paragraphs": [
+                {"title": f"Item {i}", "text": f"Item {i} is Word{i}.", "is_supporting": True}
+            ],
+        }
+        for i in range(24)
+    ]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def trainer(monkeypatch):
+    """The tiny model trains in place of the embedded one; each finetune's examples (the chats
+    that reached the trainer) and base model are recorded."""
+    calls = []
+    original = finetune.finetune
+
+    def recorded(model, train_data, train_kwargs=None, **kwargs):
+        calls.append({"model": model, "chats": [item["messages"] for item in train_data]})
+        return original(model, train_data, train_kwargs, **kwargs)
+
+    monkeypatch.setattr(training, "load_base", tiny_base)
+    monkeypatch.setattr(finetune, "finetune", recorded)
+    monkeypatch.setattr(finetune, "available_memory", lambda: 1 << 40)  # the 1.5B's estimate
+    return calls
+
+
+def recipe_for(qa_file, program="basic", optimizer="finetune", **settings):
+    train = {"min_examples": 4, **settings.pop("train", {})}
+    return make_recipe(
+        program=program,
+        knobs={},
+        dataset=qa_file,
+        train_limit=8,
+        dev_limit=4,
+        optimizer=optimizer,
+        optimizer_settings={"train": train, **settings},
+        model="embedded",
+    )
+
+
+def embedded_lm(script, name="embedded", engine=None):
+    return EmbeddedLM(name, engine or RecordingEngine(script), cache=False, num_retries=0)
+
+
+def train_questions(qa_file, limit=8):
+    from netcast.data import load_dataset
+
+    return [ex.question for ex in load_dataset(qa_file, "train", limit).examples]
+
+
+def reply_of(chat) -> dict:
+    assert chat[-1]["role"] == "assistant"
+    return json.loads(chat[-1]["content"])
+
+
+# -- which examples reach the trainer --------------------------------------------------------
+
+
+def test_every_step_trains_on_its_own_passing_calls_as_the_chat_it_was_shown(
+    qa_file, tmp_path, trainer
+):
+    lm = embedded_lm(right_except(WRONG))
+    result = compile_recipe(recipe_for(qa_file, "multihop"), tmp_path / "art", lm=lm)
+    questions = train_questions(qa_file)
+    passing = [q for q in questions if int(word(q)) not in WRONG]
+    assert 0 < len(passing) < len(questions)  # some traces fail the metric
+
+    (call,) = trainer
+    chats = call["chats"]
+    assert call["model"] == lm.model
+    # the chat each step was sent at inference, then its reply as the adapter asks for it
+    for chat in chats:
+        assert chat[:-1] in lm.engine.chats
+    queries = [c for c in chats if "query" in reply_of(c)]
+    answers = [c for c in chats if "answer" in reply_of(c)]
+    assert len(queries) == 2 * len(passing) and len(answers) == len(passing)
+    assert len(chats) == len(queries) + len(answers)
+    asked = sorted(word(c[-2]["content"]) for c in answers)
+    assert asked == sorted(word(q) for q in passing)  # failing ones left out
+    assert all(reply_of(c)["answer"] == f"Word{word(c[-2]['content'])}" for c in answers)
+    # the second hop's query writer is shown the first hop's passages, the first none
+    first, second = (
+        [c for c in queries if ("Item " in c[-2]["content"]) is has] for has in (False, True)
+    )
+    assert len(first) == len(second) == len(passing)
+
+    recipe, _, _ = read_artifact(result.artifact)
+    examples = recipe["finetune"]["examples"]
+    n = len(passing)
+    assert examples["per_step"] == {
+        "generate_query[0]": n,
+        "generate_query[1]": n,
+        "generate_answer": n,
+    }
+    assert (examples["count"], examples["passing"], examples["questions"]) == (
+        len(chats),
+        n,
+        len(questions),
+    )
+    assert (examples["teacher"], examples["split"], examples["limit"]) == (None, "train", 8)
+
+
+def test_a_teacher_models_passing_traces_train_the_student(qa_file, tmp_path, trainer):
+    student = embedded_lm(right_except(set(range(24))))  # it answers everything wrong
+    teacher = dspy.LM("scripted/teacher", engine=RecordingEngine(right_except(set())), cache=False)
+    recipe = recipe_for(qa_file)
+    result = compile_recipe(recipe, tmp_path / "art", lm=student, teacher_lm=teacher)
+
+    questions = train_questions(qa_file)
+    (call,) = trainer
+    assert call["model"] == student.model  # the student's weights are tuned
+    assert len(call["chats"]) == len(questions)
+    for chat in call["chats"]:
+        assert chat[:-1] in teacher.engine.chats
+        assert reply_of(chat)["answer"] == f"Word{word(chat[-2]['content'])}"
+    # the student was never asked a training question (it was scored on dev only)
+    shown = [c[-1]["content"] for c in student.engine.chats]
+    assert not any(q in text for q in questions for text in shown)
+    examples = read_artifact(result.artifact)[0]["finetune"]["examples"]
+    assert examples["teacher"] == "scripted/teacher" and examples["count"] == len(questions)
+
+
+# -- the artifact ----------------------------------------------------------------------------
+
+
+def test_the_artifact_holds_the_adapter_its_hashes_provenance_and_loss_and_load_serves_it(
+    qa_file, tmp_path, trainer
+):
+    import gguf
+
+    lm = embedded_lm(right_except(WRONG))
+    result = compile_recipe(recipe_for(qa_file, train={"epochs": 2}), tmp_path / "art", lm=lm)
+    recipe, _, _ = read_artifact(result.artifact)
+    entry = recipe["finetune"]
+    path = result.artifact / "lora.gguf"
+    sha = embedded.sha256_of(path)
+    assert entry["adapter"] == {"file": "lora.gguf", "sha256": sha, "size": path.stat().st_size}
+    assert entry["base"] == {"name": "embedded", "sha256": SPEC.sha256, "file": SPEC.file_name}
+    header = gguf.GGUFReader(str(path)).fields["netcast.base_sha256"].contents()
+    assert header == SPEC.sha256
+    n = len(trainer[0]["chats"])
+    assert entry["examples"]["count"] == n
+    assert len(entry["loss_curve"]) == 2 * n  # one step per example, two epochs
+    assert entry["settings"]["epochs"] == 2 and entry["settings"]["rank"] == 16
+    assert recipe["optimizer"]["settings"]["train"]["min_examples"] == 4
+    # the program was scored with the adapter, and loaded back it serves it
+    tuned = lora.tuned_model_id(SPEC, sha)
+    assert result.reloaded is None
+    program = load(result.artifact, model=lm)
+    assert {p.lm.model for p in program.predictors()} == {tuned}
+
+    # on another machine (an empty adapter store) the artifact's own file serves it
+    for stored in lora.adapters_dir().iterdir():
+        stored.unlink()
+    program = load(result.artifact, model=lm)
+    assert {p.lm.model for p in program.predictors()} == {tuned}
+    assert embedded.sha256_of(lora.adapter_path(sha)) == sha
+    assert lora.read_record(sha).loss_curve == pytest.approx(entry["loss_curve"])
+
+
+def test_load_runs_the_adapter_on_the_engine_the_tuned_id_names(qa_file, tmp_path, trainer):
+    class Engine(SchemaEngine):
+        """A scripted engine saying which model files it runs (what the tuned copy rewires)."""
+
+        def __init__(self, model_path, lora_path=None):
+            super().__init__(lambda p: {"answer": "tuned" if self.lora_path else f"Word{word(p)}"})
+            self.model_path, self.lora_path = model_path, lora_path
+
+        def dump_state(self):
+            return {"model_path": self.model_path, "lora_path": self.lora_path}
+
+        @classmethod
+        def load_state(cls, state):
+            return cls(**state)
+
+    lm = embedded_lm(None, engine=Engine(str(embedded.model_path())))
+    result = compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm, reload=True)
+    sha = read_artifact(result.artifact)[0]["finetune"]["adapter"]["sha256"]
+    program = load(result.artifact, model=lm)
+    engine = program.predictors()[0].lm.engine
+    assert engine.lora_path == str(lora.adapter_path(sha)) and lm.engine.lora_path is None
+    assert program(question="Word1 what is item 1?").answer == "tuned"
+    assert result.before["f1"] == 1.0 and result.after["f1"] == result.reloaded["f1"] == 0.0
+
+
+@pytest.fixture
+def tuned_artifact(qa_file, tmp_path, trainer):
+    lm = embedded_lm(right_except(WRONG))
+    return compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm).artifact, lm
+
+
+def test_an_adapter_of_another_base_model_is_refused_in_one_line(tuned_artifact):
+    artifact, lm = tuned_artifact
+    other = embedded_lm(right_except(WRONG), name="embedded-1.5b")
+    with pytest.raises(ModelFileError, match="adapter trained on base model embedded") as err:
+        load(artifact, model=other)
+    assert "not on embedded-1.5b" in str(err.value) and "\n" not in str(err.value)
+    assert "--model embedded-1.5b" in str(err.value)
+    # a recipe naming another base hash than the model's is refused the same way
+    recipe = json.loads((artifact / "recipe.json").read_text())
+    recipe["finetune"]["base"]["sha256"] = "0" * 64
+    (artifact / "recipe.json").write_text(json.dumps(recipe))
+    with pytest.raises(ModelFileError, match="base model embedded .sha256 000000000000"):
+        load(artifact, model=lm)
+
+
+def test_a_corrupt_adapter_file_is_refused_in_one_line(tuned_artifact):
+    artifact, lm = tuned_artifact
+    path = artifact / "lora.gguf"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="lora.gguf: adapter file damaged") as err:
+        load(artifact, model=lm)
+    assert "\n" not in str(err.value)
+    path.unlink()
+    with pytest.raises(InputError, match="lora.gguf: missing"):
+        load(artifact, model=lm)
+
+
+def test_a_model_with_no_weights_cannot_serve_a_tuned_artifact(tuned_artifact):
+    artifact, _ = tuned_artifact
+    api = dspy.LM("scripted/api", engine=ScriptedEngine(lambda p: {"answer": "x"}))
+    with pytest.raises(InputError, match="runs a LoRA adapter of the embedded model embedded"):
+        load(artifact, model=api)
+
+
+def test_compile_from_an_artifact_with_another_model_trains_a_new_adapter(
+    tuned_artifact, tmp_path, trainer
+):
+    artifact, _ = tuned_artifact
+    old = read_artifact(artifact)[0]["finetune"]
+    other = embedded_lm(right_except(WRONG), name="embedded-1.5b")
+    result, _ = recompile(artifact, "embedded-1.5b", tmp_path / "v2", lm=other)
+
+    assert [call["model"] for call in trainer] == [
+        lora.base_model_id(SPEC),
+        lora.base_model_id(embedded.spec("embedded-1.5b")),
+    ]
+    new = read_artifact(result.artifact)[0]["finetune"]
+    big = embedded.spec("embedded-1.5b")
+    assert new["base"] == {"name": big.name, "sha256": big.sha256, "file": big.file_name}
+    assert new["adapter"]["sha256"] != old["adapter"]["sha256"]
+    assert embedded.sha256_of(result.artifact / "lora.gguf") == new["adapter"]["sha256"]
+    program = load(result.artifact, model=other)
+    assert {p.lm.model for p in program.predictors()} == {
+        lora.tuned_model_id(big, new["adapter"]["sha256"])
+    }
+
+
+def test_show_names_the_adapter(tuned_artifact):
+    artifact, _ = tuned_artifact
+    sha = read_artifact(artifact)[0]["finetune"]["adapter"]["sha256"]
+    shown = CliRunner().invoke(app, ["show", str(artifact)], catch_exceptions=False)
+    assert shown.exit_code == 0
+    line = next(x for x in shown.output.splitlines() if x.startswith("adapter: "))
+    assert f"lora.gguf (sha256 {sha[:12]}...)" in line
+    assert f"LoRA of embedded (sha256 {SPEC.sha256[:12]}...)" in line
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def never(*args, **kwargs):
+    raise AssertionError("training started")
+
+
+def test_a_model_served_by_an_api_is_refused_before_any_call(qa_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(training, "load_base", never)
+    engine = ScriptedEngine(lambda p: {"answer": "x"})
+    api = dspy.LM("scripted/api", engine=engine, cache=False)
+    for optimizer in ("finetune", "better-together"):
+        with pytest.raises(InputError, match="scripted/api: not an embedded model") as err:
+            compile_recipe(recipe_for(qa_file, optimizer=optimizer), tmp_path / "art", lm=api)
+        assert "\n" not in str(err.value)
+    assert engine.prompts == [] and not (tmp_path / "art").exists()
+
+
+def test_the_command_line_refuses_an_api_model_in_one_line_exit_2(qa_file, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a call would fail on the key first
+    result = CliRunner().invoke(
+        app,
+        [
+            *("compile", "--out", str(tmp_path / "art"), "--dataset", qa_file),
+            *("--optimizer", "finetune", "--model", "openai/gpt-4o-mini"),
+        ],
+    )
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "openai/gpt-4o-mini: not an embedded model" in lines[0]
+
+
+@pytest.mark.parametrize("optimizer", ["finetune", "better-together"])
+def test_too_few_passing_examples_are_refused_before_training(
+    qa_file, tmp_path, monkeypatch, optimizer
+):
+    monkeypatch.setattr(training, "load_base", never)
+    lm = embedded_lm(right_except(set(range(1, 24))))  # only question 0 passes, if in train
+    settings = {"strategy": "p -> w"} if optimizer == "better-together" else {}
+    recipe = recipe_for(qa_file, optimizer=optimizer, **settings)
+    # better-together: DSPy's BetterTogether would log the failed step and save the program
+    with pytest.raises(InputError, match=r"only [01] finetune example.s. after filtering"):
+        compile_recipe(recipe, tmp_path / "art", lm=lm)
+    assert not (tmp_path / "art").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"train": {"lr": 1}}, "unknown lr"),
+        ({"train": {"rank": 0}}, "rank=0"),
+        ({"metric_threshold": 2.0}, "metric_threshold=2.0"),
+        ({"strategy": "p -> p"}, "at least one w"),
+        ({"prompt": "nope"}, "prompt optimizer 'nope'"),
+    ],
+)
+def test_bad_settings_are_refused_when_the_recipe_is_made(qa_file, settings, match):
+    with pytest.raises(InputError, match=match):
+        recipe_for(qa_file, optimizer="better-together", **settings)
+
+
+# -- better-together ----------------------------------------------------------------------------
+
+
+class LoraEngine(SchemaEngine):
+    """Right on even questions with the base model, on every one with an adapter."""
+
+    def __init__(self, model_path, lora_path=None):
+        super().__init__(self.reply)
+        self.model_path, self.lora_path = model_path, lora_path
+
+    def reply(self, prompt):
+        n = word(prompt)
+        right = self.lora_path or (n and int(n) % 2 == 0)
+        return {"answer": f"Word{n}" if right else "nope"}
+
+    def dump_state(self):
+        return {"model_path": self.model_path, "lora_path": self.lora_path}
+
+    @classmethod
+    def load_state(cls, state):
+        return cls(**state)
+
+
+def test_better_together_keeps_the_tuned_step_that_scores_best_and_saves_its_adapter(
+    qa_file, tmp_path, trainer
+):
+    lm = embedded_lm(None, engine=LoraEngine(str(embedded.model_path())))
+    train = {"min_examples": 2}  # two of the first 8 training questions are even
+    recipe = recipe_for(qa_file, optimizer="better-together", strategy="p -> w", train=train)
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm, reload=True)
+    recipe, _, _ = read_artifact(result.artifact)
+    candidates = recipe["better_together"]["candidates"]
+    chosen = [c["strategy"] for c in candidates if c["chosen"]]
+    assert chosen == ["p -> w"] and {c["strategy"] for c in candidates} == {"none", "p", "p -> w"}
+    assert (result.artifact / "lora.gguf").exists()
+    assert result.after["f1"] == result.reloaded["f1"] == 1.0 > result.before["f1"]
+    shown = CliRunner().invoke(app, ["show", str(result.artifact)], catch_exceptions=False)
+    assert "p -> w 100.0 (kept)" in shown.output and "adapter: lora.gguf" in shown.output
+    (call,) = trainer
+    assert all(int(word(c[-2]["content"])) % 2 == 0 for c in call["chats"])  # passing only
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_netcast_compile_tunes_with_the_settings_given_and_prints_the_adapter(
+    qa_file, tmp_path, trainer, monkeypatch
+):
+    lm = embedded_lm(right_except(WRONG))
+    import sys
+
+    cli = sys.modules["netcast.cli.app"]  # (netcast.cli.app is also the Typer app's name)
+    monkeypatch.setattr(cli, "_lm", lambda model, *args, **kwargs: lm)
+    out = tmp_path / "art"
+    result = CliRunner().invoke(
+        app,
+        [
+            *("compile", "--out", str(out), "--dataset", qa_file, "--program", "basic"),
+            *("--train-limit", "8", "--dev-limit", "4", "--optimizer", "finetune"),
+            *("--finetune-set", "epochs=2", "--finetune-set", "min_examples=4"),
+            *("--finetune-set", "metric_threshold=1.0"),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    recipe = read_artifact(out)[0]
+    settings = recipe["optimizer"]["settings"]
+    assert settings["train"]["epochs"] == 2 and settings["metric_threshold"] == 1.0
+    assert recipe["finetune"]["settings"]["epochs"] == 2
+    assert len(recipe["finetune"]["loss_curve"]) == 2 * len(trainer[0]["chats"])
+    assert any(x.startswith("adapter: lora.gguf (sha256 ") for x in result.output.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--optimizer", "finetune", "--finetune-set", "rank=0"], "rank=0; give a whole"),
+        (
+            ["--optimizer", "finetune", "--finetune-set", "lr=1"],
+            "unknown setting .lr.; .*learning_rate",
+        ),
+        (["--optimizer", "bootstrap", "--finetune-set", "epochs=2"], "configures --optimizer"),
+    ],
+)
+def test_bad_finetune_settings_on_the_command_line_are_one_line(qa_file, tmp_path, args, match):
+    result = CliRunner().invoke(
+        app, ["compile", "--out", str(tmp_path / "art"), "--dataset", qa_file, *args]
+    )
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and re.search(match, lines[0]), result.output
+
+
+# -- --teacher annotations: RAFT-style examples for basic's answer step ------------------------
+
+
+@pytest.fixture
+def hidden_gold_file(tmp_path):
+    """Questions whose gold passage retrieval never finds at k=1: the top passage is a
+    distractor sharing the question's words."""
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Word{i} what is item {i}?",
+            "answers": [f"Secret{i}"],
+            "paragraphs": [
+                {"title": f"Vault {i}", "text": f"Its code is Secret{i}.", "is_supporting": True},
+                {
+                    "title": f"Item {i}",
+                    "text": f"Item {i} is Word{i} what.",
+                    "is_supporting": False,
+                },
+            ],
+        }
+        for i in range(40)
+    ]
+    path = tmp_path / "hidden.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(path)
+
+
+def test_annotations_train_basics_answer_step_raft_style(hidden_gold_file, tmp_path, trainer):
+    from netcast.models.factory import default_adapter
+    from netcast.programs import BasicRAG
+    from netcast.signatures import AnswerQuestion
+
+    lm = embedded_lm(right_except(set()))
+    recipe = make_recipe(
+        program="basic",
+        knobs={"k": 1},
+        dataset=hidden_gold_file,
+        train_limit=16,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings={"retrieved_share": 0.5, "train": {"min_examples": 4}},
+        model="embedded",
+        teacher="annotations",
+    )
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    questions = train_questions(hidden_gold_file, 16)
+    assert not any(q in c[-1]["content"] for q in questions for c in lm.engine.chats)  # no call
+
+    (call,) = trainer
+    chats = call["chats"]
+    assert len(chats) == len(questions)
+    adapter = default_adapter(lm)
+    swapped, kept = [], []
+    for chat in chats:
+        n = word(chat[-2]["content"])
+        assert reply_of(chat) == {"answer": f"Secret{n}"}  # the gold answer
+        gold = f"Vault {n}: Its code is Secret{n}."
+        context = (
+            [gold] if gold in chat[-2]["content"] else [f"Item {n}: Item {n} is Word{n} what."]
+        )
+        (swapped if context == [gold] else kept).append(n)
+        question = f"Word{n} what is item {n}?"
+        expected = adapter.format(AnswerQuestion, [], {"context": context, "question": question})
+        assert chat[:-1] == expected  # the chat the answer step is shown for that context
+    assert swapped and kept  # gold swapped in for some, retrieval's context kept for others
+
+    # a kept context is exactly what the program is shown at inference
+    n = kept[0]
+    program = BasicRAG(None, lm=lm, k=1)
+    program.retriever = load(result.artifact, model=lm).retriever
+    before = len(lm.engine.chats)
+    program(question=f"Word{n} what is item {n}?")
+    inference = lm.engine.chats[before]
+    assert next(c[:-1] for c in chats if word(c[-2]["content"]) == n) == inference
+
+    examples = read_artifact(result.artifact)[0]["finetune"]["examples"]
+    assert examples["teacher"] == "annotations" and examples["retrieved"] == len(kept)
+    assert examples["per_step"] == {"answer": len(questions)}
+    assert read_artifact(result.artifact)[0]["optimizer"]["settings"]["retrieved_share"] == 0.5
+
+
+def test_annotation_finetune_settings_are_checked(qa_file):
+    with pytest.raises(InputError, match="retrieved_share=2"):
+        make_recipe(
+            program="basic",
+            knobs={},
+            dataset=qa_file,
+            optimizer="finetune",
+            optimizer_settings={"retrieved_share": 2},
+            teacher="annotations",
+        )
+    with pytest.raises(InputError, match="--teacher annotations works with"):
+        make_recipe(
+            program="basic",
+            knobs={},
+            dataset=qa_file,
+            optimizer="better-together",
+            teacher="annotations",
+        )
