@@ -17,7 +17,9 @@ validation questions, ``n`` its fidelity.
   rung) is ranked at the rung but leaves only at the last rung (the whole fold).
 - ``score_arm``: an arm scored up to ``n`` questions, a chunk at a time while the budget
   covers it, its rows saved in its own run directory (a rerun takes them, and charges them
-  as the first run did, so it makes the same choices without calling the model again).
+  as the first run did, so it makes the same choices without calling the model again), and
+  each chunk a line of the race's chunk log (``log_chunk``: the order arms were scored in,
+  which the run directories alone do not keep).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from netcast.optimize.joint import grid_points, knob_grid
 from netcast.programs import get_program
 
 CHUNK = 5  # questions scored between budget checks
+CHUNK_LOG = "chunks.jsonl"  # in the race's work directory, beside the arms' run directories
 
 
 @dataclass
@@ -239,6 +242,8 @@ def score_arm(arm: Arm, program: dspy.Module, n: int, s: Scorer) -> str:
         )
         s.calls.charge(arm.strategy, result.rows)
         arm.rows += result.rows
+        if s.work:
+            log_chunk(s.work, arm, s.calls.spent)
         s.on_chunk(arm)
         if result.errors:
             first_id, first = next(iter(result.errors.items()))
@@ -246,3 +251,25 @@ def score_arm(arm: Arm, program: dspy.Module, n: int, s: Scorer) -> str:
             parse = all(isinstance(e, AdapterParseError) for e in result.raised.values())
             return "failed" if parse else "error"
     return "ok"
+
+
+def log_chunk(work: Path, arm: Arm, spent: int) -> None:
+    """A line of the race's chunk log (``CHUNK_LOG`` in ``work``) for a chunk of ``arm`` just
+    scored: its run directory, its wave, its questions scored so far, the calls the race had
+    spent. The lines are in the order the chunks were scored (across arms), which is what a
+    calls-to-winner curve needs (``benchmarks/race_curve.py``); a chunk an earlier run logged
+    (a resumed race taking its rows) is not logged again."""
+    path = work / CHUNK_LOG
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    seen = set()
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            seen.add((entry["arm"], entry["n"]))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a torn line (a kill mid-write): the log is a record, not an input
+    if (arm.key, len(arm.rows)) in seen:
+        return
+    entry = {"arm": arm.key, "wave": arm.wave, "n": len(arm.rows), "spent": spent}
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(("\n" if text and not text.endswith("\n") else "") + json.dumps(entry) + "\n")

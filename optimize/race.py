@@ -31,8 +31,9 @@ question of it costs is unknown until then; a budget below one call a question o
 rung is refused before any call); a chunk of questions is scored as far as the calls left
 cover it at the most calls one question of that strategy has taken so far, and the race ends
 where they cover no question of the arm next in line. Every question scored is kept (each
-arm's rows in a run directory): a killed race rerun with the same settings takes them, not
-asking the model again, and, charging them as the first run did, makes the same choices.
+arm's rows in a run directory, the order its chunks were scored in a chunk log beside them):
+a killed race rerun with the same settings takes them, not asking the model again, and,
+charging them as the first run did, makes the same choices.
 """
 
 from __future__ import annotations

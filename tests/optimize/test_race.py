@@ -274,6 +274,32 @@ def test_a_resumed_race_takes_the_same_arms_and_spends_nothing_again(scripted_lm
     assert again.choice == first.choice
 
 
+def test_the_race_logs_the_order_it_scored_its_chunks_in_and_a_resumed_race_adds_nothing(
+    scripted_lm, bm25, tmp_path
+):
+    # the arms' run directories keep each arm's rows, not the order across arms: the chunk
+    # log does, with the calls spent after each chunk
+    examples, work = train(tmp_path), tmp_path / "race"
+    lm, _ = scripted_lm(script())
+    first = run(lm, bm25, examples, budget=150, workdir=work)
+    log = (work / "chunks.jsonl").read_text()
+    lines = [json.loads(line) for line in log.splitlines()]
+    assert [(line["wave"], line["n"]) for line in lines[:2]] == [(0, 1), (0, 1)]  # probes
+    assert [line["wave"] for line in lines] == sorted(line["wave"] for line in lines)
+    spent, scored = 0, {}
+    for line in lines:  # the calls of the rows each chunk added, in the log's order
+        path = work / line["arm"] / "predictions.jsonl"
+        rows = [json.loads(r) for r in path.read_text().splitlines()]
+        spent += sum(r["scores"]["lm_calls"] for r in rows[scored.get(line["arm"], 0) : line["n"]])
+        assert line["spent"] == spent
+        scored[line["arm"]] = line["n"]
+    assert spent == first.spent
+    assert sorted(scored.values()) == sorted(r["n"] for r in first.table if r["n"])
+    lm, _ = scripted_lm(script())
+    run(lm, bm25, examples, budget=150, workdir=work)  # takes every row: logs nothing again
+    assert (work / "chunks.jsonl").read_text() == log
+
+
 def test_a_trial_counts_the_calls_that_reached_the_model_as_the_rungs_do():
     from netcast.optimize.joint import model_calls
 
