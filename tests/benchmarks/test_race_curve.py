@@ -4,10 +4,16 @@ rebuilt for the old allocation (rungs, then joint trials in Optuna storage) and 
 
 import json
 
+import dspy
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
+
+from helpers import capitals_file
+from netcast.data import load_dataset
+from netcast.optimize.race import StrategyRace, candidates
+from netcast.optimize.settings import RaceSettings
 
 
 def rows(path, scored):
@@ -202,3 +208,30 @@ def test_the_script_prints_a_table_a_race_and_the_calls_to_its_pick(
         "| new | new | 80 | 80 | basic at its defaults | 0.5 | 60 | "
         "basic at its defaults | 0.5 | 60 |"
     )
+
+
+def test_a_real_race_s_table_gives_the_order_its_chunk_log_records(
+    script, scripted_lm, bm25, tmp_path
+):
+    # a race over basic and multihop (scripted model) that ends in a later wave: the order
+    # rebuilt from its table (waves, rungs, entry) is the one its chunk log recorded
+    examples = load_dataset(capitals_file(tmp_path / "capitals.jsonl", 48), "train").examples
+
+    def respond(prompt):
+        if "[[ ## reasoning ## ]]" in prompt:  # multihop's steps think first
+            return {"reasoning": "the context says", "query": "capital France", "answer": "Paris"}
+        return {"answer": "Paris"}
+
+    lm, _ = scripted_lm(respond)
+    work = tmp_path / ".race.race-0000abcd"
+    tele = StrategyRace(RaceSettings(budget=150, demos=["none"], first=10), lm=lm, workdir=work)
+    fixed = {"chain_of_thought": False, "links": 0, "max_steps": 2}
+    with dspy.context(lm=lm):
+        tele.compile(candidates(["basic", "multihop"], bm25, fixed, lm), trainset=examples)
+    curve = script("race_curve")
+    logged = curve.read_race(work)
+    assert max(int(r["stage"].split()[1]) for r in tele.result.table if r["n"]) >= 1
+    (work / "chunks.jsonl").rename(work / "chunks.jsonl.off")
+    from_table = curve.read_race(work)
+    assert order(from_table) == order(logged)
+    assert sum(e.charged for e in from_table.events) == tele.result.spent
