@@ -662,6 +662,8 @@ def plot(races: list[Race], curves: list[list[Point]], path: Path) -> None:
                 [p.score for p in pts if p.score is not None],
                 where="post",
                 linestyle=":",
+                linewidth=0.8,
+                alpha=0.6,
                 color=line[0].get_color() if line else None,
                 label=f"{label}, so far",
             )
