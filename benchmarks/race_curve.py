@@ -504,14 +504,19 @@ def leads_from(events: list[Scored], first: int, arm: str | None) -> float | Non
     return since
 
 
-def fold_scores(events: list[Scored], fold: int | None) -> dict[str, float]:
-    """Each arm's F1 on the whole validation fold, for the arms scored on all of it."""
+def fold_values(events: list[Scored], fold: int | None) -> dict[str, list[float]]:
+    """Each question's F1 on the whole validation fold, for the arms scored on all of it."""
     final: dict[str, dict[str, float]] = {}
     for e in events:
         final.setdefault(e.arm, {})[e.qid] = e.score
     if fold is None:
         return {}
-    return {a: sum(s.values()) / len(s) for a, s in final.items() if len(s) >= fold}
+    return {a: list(s.values()) for a, s in final.items() if len(s) >= fold}
+
+
+def fold_scores(events: list[Scored], fold: int | None) -> dict[str, float]:
+    """Each arm's F1 on the whole validation fold, for the arms scored on all of it."""
+    return {a: sum(v) / len(v) for a, v in fold_values(events, fold).items()}
 
 
 def _calls(value: float | None, exact: bool = True) -> str:
@@ -597,13 +602,21 @@ def print_race(race: Race, step: int) -> list[Point]:
 
 
 def summary(races: list[Race]) -> None:
-    """One line a race: its pick (or the best on the whole fold, for a race not finished),
-    and the charged calls by which it and the best whole-fold arm had been scored on the fold."""
+    """One line a race: its pick, and the best of the arms scored on the whole fold, each with
+    its F1 there (95% bootstrap interval over the fold's questions) and the charged calls by
+    which it had been scored on all of them."""
+    from netcast.evaluation.stats import bootstrap_ci
+    from netcast.render import fmt_ci
+
     rows = []
     for race in races:
-        whole = fold_scores(race.events, race.fold)
-        top = max(whole, key=lambda a: whole[a], default=None)
+        values = fold_values(race.events, race.fold)
+        top = max(values, key=lambda a: sum(values[a]) / len(values[a]), default=None)
         spent = curve(race.events, race.first, 10**9, race.fold)[-1]
+
+        def ci(arm: str | None, values: dict[str, list[float]] = values) -> str:
+            return fmt_ci(bootstrap_ci(values[arm])) if arm in values else "-"
+
         rows.append(
             [
                 race.name,
@@ -611,10 +624,10 @@ def summary(races: list[Race]) -> None:
                 _calls(spent.at),
                 _calls(spent.all, spent.all_exact),
                 race.choice or "- (not finished)",
-                _f1(whole.get(race.choice)) if race.choice else None,
+                ci(race.choice),
                 _calls(completed_at(race.events, race.choice, race.fold)),
                 top or "-",
-                _f1(whole.get(top)) if top else None,
+                ci(top),
                 _calls(completed_at(race.events, top, race.fold)),
             ]
         )
@@ -626,10 +639,10 @@ def summary(races: list[Race]) -> None:
             "charged calls",
             "all calls",
             "the race's pick",
-            "its F1 on the fold",
+            "its F1 on the fold [95% CI]",
             "on the whole fold by (charged calls)",
             "best on the whole fold",
-            "its F1",
+            "its F1 [95% CI]",
             "on the whole fold by",
         ],
         rows,
