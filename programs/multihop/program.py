@@ -39,6 +39,7 @@ from netcast.programs.base import NetcastProgram
 from netcast.programs.multihop.signatures import GenerateAnswer, GenerateSearchQuery
 from netcast.programs.registry import register
 from netcast.programs.shared import annotations
+from netcast.signatures import ANSWER_TOKENS
 
 
 @register
@@ -52,14 +53,25 @@ class MultiHop(NetcastProgram):
         # most fit the embedded model's 8,192-token window with room for the answer's reasoning)
         max_steps: int = knobs.knob(2, search=knobs.IntRange(1, 4), ge=1, aliases=("max_hops",))
         k: int = knobs.knob(3, search=knobs.IntRange(1, 6), ge=1, aliases=("passages_per_hop",))
+        # False: every step writes its output with no reasoning first (Predict; the answer
+        # capped as basic's is), not the tutorial's ChainOfThought. The annotations give no
+        # reasoning, so only this way can `--teacher annotations --optimizer finetune` train
+        # the query writers (a ChainOfThought step's demonstrations lack an output)
+        reasoning: bool = True
 
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         # one query writer per hop, as in the tutorial (each is compiled on its own)
-        self.generate_query = [
-            dspy.ChainOfThought(GenerateSearchQuery) for _ in range(self.knobs.max_steps)
-        ]
-        self.generate_answer = dspy.ChainOfThought(GenerateAnswer)
+        if self.knobs.reasoning:
+            self.generate_query = [
+                dspy.ChainOfThought(GenerateSearchQuery) for _ in range(self.knobs.max_steps)
+            ]
+            self.generate_answer = dspy.ChainOfThought(GenerateAnswer)
+        else:
+            self.generate_query = [
+                dspy.Predict(GenerateSearchQuery) for _ in range(self.knobs.max_steps)
+            ]
+            self.generate_answer = dspy.Predict(GenerateAnswer, max_tokens=ANSWER_TOKENS)
 
     def forward(self, question: str) -> dspy.Prediction:
         k = self.knobs.k
@@ -102,8 +114,9 @@ class MultiHop(NetcastProgram):
         ``annotations.gold_queries`` gives); ``generate_answer`` gives the gold answer from the
         context those hops collected, gold passages swapped in for the last others where
         retrieval missed them. Not taught: the reasoning before each output (ChainOfThought's;
-        the demos have none), and a hop once every gold passage is in the context or has had
-        its query (a record with two gold passages teaches hops 1 and 2 at most)."""
+        the demos have none: with ``reasoning`` False the steps have none either), and a hop
+        once every gold passage is in the context or has had its query (a record with two
+        gold passages teaches hops 1 and 2 at most)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question, k = example.question, self.knobs.k
         targets = annotations.gold_queries(example)

@@ -122,7 +122,7 @@ def test_an_unreadable_or_empty_query_searches_the_question_and_is_counted(scrip
 def test_knobs_are_the_tutorials_with_a_query_writer_per_hop(bm25):
     # the tutorial's max_hops=2, passages_per_hop=3, under netcast's names (the tutorial's
     # are aliases: tests/programs/test_knobs.py)
-    assert MultiHop.knob_defaults() == {"max_steps": 2, "k": 3}
+    assert MultiHop.knob_defaults() == {"max_steps": 2, "k": 3, "reasoning": True}
     names = [n for n, _ in MultiHop(bm25).named_predictors()]
     assert names == [
         "generate_query[0].predict",
@@ -131,7 +131,7 @@ def test_knobs_are_the_tutorials_with_a_query_writer_per_hop(bm25):
     ]
     assert len(MultiHop(bm25, max_steps=4).generate_query) == 4
     space = MultiHop.search_space(optuna.trial.FixedTrial({"max_steps": 3, "k": 5}))
-    assert space == {"max_steps": 3, "k": 5}
+    assert space == {"max_steps": 3, "k": 5}  # reasoning is not searched
     assert get_program("multihop") is MultiHop and "multihop" in program_names()
     with pytest.raises(InputError, match="multihop: knob 'max_hops' = 0"):
         MultiHop(bm25, max_hops=0)
@@ -211,3 +211,30 @@ def test_taught_demos_reach_the_prompts_and_survive_save_and_load(scripted_lm, b
     assert prediction.answer == "the Seine"
     second = query_prompts(engine)[1]
     assert "Eiffel Tower" in second and QUESTION in second  # the demonstration is in the prompt
+
+
+def test_without_reasoning_every_step_writes_its_output_alone_and_every_taught_demo_fits(
+    scripted_lm, bm25
+):
+    # reasoning=False: no step asks for a reasoning field, the hops still search their
+    # queries, and each annotation demonstration holds every output its step writes (what a
+    # fine-tune on the annotations needs); with the tutorial's chain of thought none does
+    _, engine = scripted_lm(writer(["Eiffel Tower", "Seine"]))
+    program = MultiHop(bm25, passages_per_hop=1, reasoning=False)
+    prediction = program(question=QUESTION)
+    assert prediction.answer == "the Seine"
+    assert len(engine.prompts) == 3
+    assert not any("[[ ## reasoning ## ]]" in p for p in engine.prompts)
+    assert [t["query"] for t in prediction.trace["turns"]] == ["Eiffel Tower", "Seine"]
+
+    def fitting(program):
+        steps = {n.removesuffix(".predict"): p for n, p in program.named_predictors()}
+        demos = program.annotated_demos(annotated())
+        return {
+            step
+            for step, items in demos.items()
+            if all(name in d for d in items for name in steps[step].signature.output_fields)
+        }
+
+    assert fitting(program) == {"generate_query[0]", "generate_query[1]", "generate_answer"}
+    assert fitting(MultiHop(bm25, passages_per_hop=1)) == set()
