@@ -38,39 +38,49 @@ from netcast.optimize.settings import Settings
 STEPS = ("p", "w")  # BetterTogether's steps: prompt optimization, weight optimization
 
 
-def _read(cls: type, values: Mapping[str, Any], what: str) -> Any:
-    """``Settings.read`` for settings with training settings under ``train``: an unknown name
-    at either level is one line naming it and the known ones."""
-    known = [f.name for f in dataclasses.fields(cls) if f.name != "train"]
-    unknown = sorted(set(values) - {*known, "train"})
-    if unknown:
-        training = ", ".join(f.name for f in dataclasses.fields(provider.TrainSettings))
-        raise InputError(
-            f"{what}: unknown setting {unknown[0]!r}; settings are {', '.join(known)}, and "
-            f"the training settings {training}"
-        )
-    train = values.get("train")
-    if isinstance(train, Mapping):  # unknown training settings named, not dropped
-        provider.TrainSettings.of(dict(train))
-    return Settings.read.__func__(cls, values, what)
+@dataclass(frozen=True)
+class TrainingSettings(Settings):
+    """Settings of an optimizer that tunes the model's weights: ``train``, the LoRA's training
+    (``netcast.models.finetune.TrainSettings``), next to the optimizer's own settings. An
+    unknown name at either level is one line naming it and the known ones."""
+
+    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
+
+    @classmethod
+    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
+        known = [f.name for f in dataclasses.fields(cls) if f.name != "train"]
+        unknown = sorted(set(values) - {*known, "train"})
+        if unknown:
+            training = ", ".join(f.name for f in dataclasses.fields(provider.TrainSettings))
+            raise InputError(
+                f"{what}: unknown setting {unknown[0]!r}; settings are {', '.join(known)}, and "
+                f"the training settings {training}"
+            )
+        train = values.get("train")
+        if isinstance(train, Mapping):  # unknown training settings named, not dropped
+            provider.TrainSettings.of(dict(train))
+        return super().read(values, what)
+
+    def check(self) -> None:
+        provider.TrainSettings.of(dataclasses.asdict(self.train))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["train"] = data.pop("train")  # after the optimizer's own settings, as written
+        return data
 
 
 @dataclass(frozen=True)
-class FinetuneSettings(Settings):
+class FinetuneSettings(TrainingSettings):
     """``--optimizer finetune``: a trace trains the model when its answer scores at least
     ``metric_threshold``; ``exclude_demos`` trains (and then runs) the steps without their
     demonstrations; ``train``: the LoRA's training (``netcast.models.finetune.TrainSettings``)."""
 
     metric_threshold: float = DEMO_PASS
     exclude_demos: bool = False
-    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
-
-    @classmethod
-    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
-        return _read(cls, values, what)
 
     def check(self) -> None:
-        provider.TrainSettings.of(dataclasses.asdict(self.train))
+        super().check()
         if not 0 <= self.metric_threshold <= 1:
             raise InputError(
                 f"finetune settings: metric_threshold={self.metric_threshold}; give 0 to 1"
@@ -101,7 +111,7 @@ class BetterTogetherSettings(FinetuneSettings):
 
 
 @dataclass(frozen=True)
-class AnnotationFinetuneSettings(Settings):
+class AnnotationFinetuneSettings(TrainingSettings):
     """``--teacher annotations --optimizer finetune``: every step trains on the demonstrations
     the strategy reads from the training data's annotations (``annotated_demos``: for
     ``basic``'s answer step, RAFT-style, the retrieved context with the gold passages swapped
@@ -111,14 +121,9 @@ class AnnotationFinetuneSettings(Settings):
     called to make the examples."""
 
     retrieved_share: float = 0.2
-    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
-
-    @classmethod
-    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
-        return _read(cls, values, what)
 
     def check(self) -> None:
-        provider.TrainSettings.of(dataclasses.asdict(self.train))
+        super().check()
         if not 0 <= self.retrieved_share <= 1:
             raise InputError(
                 f"finetune settings: retrieved_share={self.retrieved_share}; give 0 to 1"
