@@ -11,7 +11,7 @@ import dspy
 import pytest
 from typer.testing import CliRunner
 
-from helpers import ScriptedEngine, tiny_base
+from helpers import GGUFEngine, ScriptedEngine, tiny_base
 from netcast.artifacts import read_artifact
 from netcast.cli.app import app
 from netcast.errors import InputError, ModelFileError
@@ -224,19 +224,9 @@ def test_the_artifact_holds_the_adapter_its_hashes_provenance_and_loss_and_load_
 
 
 def test_load_runs_the_adapter_on_the_engine_the_tuned_id_names(qa_file, tmp_path, trainer):
-    class Engine(SchemaEngine):
-        """A scripted engine saying which model files it runs (what the tuned copy rewires)."""
-
-        def __init__(self, model_path, lora_path=None):
-            super().__init__(lambda p: {"answer": "tuned" if self.lora_path else f"Word{word(p)}"})
-            self.model_path, self.lora_path = model_path, lora_path
-
-        def dump_state(self):
-            return {"model_path": self.model_path, "lora_path": self.lora_path}
-
-        @classmethod
-        def load_state(cls, state):
-            return cls(**state)
+    class Engine(GGUFEngine):
+        def base_answer(self, prompt):
+            return f"Word{word(prompt)}"
 
     lm = embedded_lm(None, engine=Engine(str(embedded.model_path())))
     result = compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm, reload=True)
@@ -387,24 +377,13 @@ def test_bad_settings_are_refused_when_the_recipe_is_made(qa_file, settings, mat
 # -- better-together ----------------------------------------------------------------------------
 
 
-class LoraEngine(SchemaEngine):
+class LoraEngine(GGUFEngine):
     """Right on even questions with the base model, on every one with an adapter."""
-
-    def __init__(self, model_path, lora_path=None):
-        super().__init__(self.reply)
-        self.model_path, self.lora_path = model_path, lora_path
 
     def reply(self, prompt):
         n = word(prompt)
         right = self.lora_path or (n and int(n) % 2 == 0)
         return {"answer": f"Word{n}" if right else "nope"}
-
-    def dump_state(self):
-        return {"model_path": self.model_path, "lora_path": self.lora_path}
-
-    @classmethod
-    def load_state(cls, state):
-        return cls(**state)
 
 
 def test_better_together_keeps_the_tuned_step_that_scores_best_and_saves_its_adapter(
