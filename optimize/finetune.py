@@ -64,6 +64,13 @@ class TrainingSettings(Settings):
     def check(self) -> None:
         provider.TrainSettings.of(dataclasses.asdict(self.train))
 
+    def train_kwargs(self, threads: int | None = None) -> dict[str, Any]:
+        """DSPy's ``train_kwargs`` for a run: the training settings, on ``threads`` CPU threads
+        (the command's ``--threads``) where they name none (None: every core)."""
+        return dataclasses.asdict(
+            dataclasses.replace(self.train, threads=self.train.threads or threads)
+        )
+
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
         data["train"] = data.pop("train")  # after the optimizer's own settings, as written
@@ -163,7 +170,8 @@ class NetcastFinetune(dspy.BootstrapFinetune):
     """DSPy's ``BootstrapFinetune`` as netcast runs it: examples formatted by the adapter the
     program runs each model with (``default_adapter``), a teacher model's program built from
     the student (``teacher_lm``), the examples' count checked before any training, and what
-    was trained recorded (``trained``)."""
+    was trained recorded (``trained``). ``threads``: questions traced at once;
+    ``train_threads``: training's CPU threads where the settings name none."""
 
     def __init__(
         self,
@@ -172,11 +180,12 @@ class NetcastFinetune(dspy.BootstrapFinetune):
         *,
         teacher_lm: Any = None,
         threads: int = 1,
+        train_threads: int | None = None,
     ):
         super().__init__(
             metric=passing_metric(metric, settings.metric_threshold),
             multitask=True,
-            train_kwargs=dataclasses.asdict(settings.train),
+            train_kwargs=settings.train_kwargs(train_threads),
             exclude_demos=settings.exclude_demos,
             num_threads=threads,
         )
@@ -267,7 +276,9 @@ class FinetuneCompile(Teleprompter):
     """``--optimizer finetune`` and ``--optimizer better-together``: ``compile(student,
     trainset=..., valset=...)`` returns a tuned copy of ``student`` (the original is not
     changed). Better-together scores its candidates on ``valset`` (``select_on="dev"``) or on
-    held-out training questions (``"train"``)."""
+    held-out training questions (``"train"``). ``threads``: questions run at once;
+    ``train_threads``: training's CPU threads where the settings name none (None: every
+    core)."""
 
     def __init__(
         self,
@@ -278,15 +289,21 @@ class FinetuneCompile(Teleprompter):
         seed: int = 0,
         threads: int = 1,
         select_on: str = "dev",
+        train_threads: int | None = None,
     ):
         super().__init__()
         self.settings, self.metric, self.teacher_lm = settings, metric, teacher_lm
         self.seed, self.threads, self.select_on = seed, threads, select_on
+        self.train_threads = train_threads
         self.result = TunedResult()
 
     def finetuner(self) -> NetcastFinetune:
         return NetcastFinetune(
-            self.metric, self.settings, teacher_lm=self.teacher_lm, threads=self.threads
+            self.metric,
+            self.settings,
+            teacher_lm=self.teacher_lm,
+            threads=self.threads,
+            train_threads=self.train_threads,
         )
 
     def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
@@ -421,11 +438,17 @@ class AnnotationFinetune(Teleprompter):
     every step's annotation demonstrations, each formatted as the chat that step is shown at
     inference (its own demonstrations included), then the demonstration's outputs. A
     demonstration that lacks one of its step's outputs (a reasoning the annotations do not
-    give) is left out."""
+    give) is left out. ``train_threads``: training's CPU threads where the settings name none."""
 
-    def __init__(self, settings: AnnotationFinetuneSettings, *, seed: int = 0):
+    def __init__(
+        self,
+        settings: AnnotationFinetuneSettings,
+        *,
+        seed: int = 0,
+        train_threads: int | None = None,
+    ):
         super().__init__()
-        self.settings, self.seed = settings, seed
+        self.settings, self.seed, self.train_threads = settings, seed, train_threads
         self.result = TunedResult()
 
     def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
@@ -456,7 +479,7 @@ class AnnotationFinetune(Teleprompter):
                         )
                     )
                     steps[step] += 1
-        train_kwargs = dataclasses.asdict(self.settings.train)
+        train_kwargs = self.settings.train_kwargs(self.train_threads)
         provider.check_examples(data, provider.TrainSettings.of(train_kwargs))
         tuned = lm.finetune(data, "chat", train_kwargs).result()
         if isinstance(tuned, BaseException):

@@ -37,7 +37,9 @@ from netcast.session import build_program
 @dataclass(frozen=True)
 class Setup:
     """What a compile gives the optimizer it builds: the model and the teacher model, the
-    metric, the seed, the threads, where candidates are selected (``select_on``), the
+    metric, the seed, the threads (``threads``: questions at once; ``train_threads``: a
+    finetune's CPU threads, None: the training settings' or every core), where candidates are
+    selected (``select_on``), the
     ``workspace`` where unfinished work waits beside the artifact (``Optimizer.workspace``)
     and ``key`` (what its trials mean, for naming them), and who hears of its progress."""
 
@@ -51,6 +53,7 @@ class Setup:
     key: str = ""
     progress: bool = True
     report: Callable[[str, dict[str, Any]], None] | None = None
+    train_threads: int | None = None
 
 
 def _one_program(recipe: Recipe, retriever: Any, lm: Any) -> Any:
@@ -295,6 +298,7 @@ def _tuner(better_together: bool) -> Optimizer:
             seed=setup.seed,
             threads=setup.threads,
             select_on=setup.select_on,
+            train_threads=setup.train_threads,
         )
 
     return Optimizer(
@@ -315,7 +319,9 @@ register(
     Optimizer(
         "finetune-annotations",
         read=finetune.AnnotationFinetuneSettings.read,
-        build=lambda settings, setup: finetune.AnnotationFinetune(settings, seed=setup.seed),
+        build=lambda settings, setup: finetune.AnnotationFinetune(
+            settings, seed=setup.seed, train_threads=setup.train_threads
+        ),
         named=False,
         record=finetune.record,
         check_model=finetune.check_model,

@@ -436,6 +436,76 @@ def test_netcast_compile_tunes_with_the_settings_given_and_prints_the_adapter(
     assert any(x.startswith("adapter: lora.gguf (sha256 ") for x in result.output.splitlines())
 
 
+@pytest.fixture
+def threads_seen(monkeypatch):
+    """Torch's CPU threads at each training step (in the training's own thread)."""
+    import torch
+
+    seen, original = [], training.train
+
+    def watched(*args, on_step=None, **kwargs):
+        def step(*report):
+            seen.append(torch.get_num_threads())
+            if on_step is not None:
+                on_step(*report)
+
+        return original(*args, on_step=step, **kwargs)
+
+    monkeypatch.setattr(training, "train", watched)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("args", "threads"),
+    [
+        ([], 3),  # every core (3 here)
+        (["--threads", "1"], 1),
+        (["--threads", "1", "--finetune-set", "threads=2"], 2),  # the finetune's own setting
+    ],
+)
+def test_compile_threads_reach_the_training(
+    qa_file, tmp_path, trainer, threads_seen, monkeypatch, args, threads
+):
+    import os
+    import sys
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    lm = embedded_lm(right_except(WRONG))
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    result = CliRunner().invoke(
+        app,
+        [
+            *("compile", "--out", str(tmp_path / "art"), "--dataset", qa_file),
+            *("--train-limit", "8", "--dev-limit", "4", "--optimizer", "finetune"),
+            *("--finetune-set", "min_examples=4", *args),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert threads_seen and set(threads_seen) == {threads}
+
+
+def test_annotation_finetune_trains_on_the_threads_the_compile_gives(
+    hidden_gold_file, tmp_path, trainer, threads_seen, monkeypatch
+):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    recipe = make_recipe(
+        program="basic",
+        knobs={"k": 1},
+        dataset=hidden_gold_file,
+        train_limit=8,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings={"train": {"min_examples": 4}},
+        teacher="annotations",
+    )
+    lm = embedded_lm(right_except(set()))
+    compile_recipe(recipe, tmp_path / "art", lm=lm, train_threads=1)
+    assert threads_seen and set(threads_seen) == {1}
+
+
 @pytest.mark.parametrize(
     ("args", "match"),
     [
