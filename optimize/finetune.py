@@ -64,12 +64,15 @@ class TrainingSettings(Settings):
     def check(self) -> None:
         provider.TrainSettings.of(dataclasses.asdict(self.train))
 
-    def train_kwargs(self, threads: int | None = None) -> dict[str, Any]:
+    def train_kwargs(self, threads: int | None = None, progress: bool = True) -> dict[str, Any]:
         """DSPy's ``train_kwargs`` for a run: the training settings, on ``threads`` CPU threads
-        (the command's ``--threads``) where they name none (None: every core)."""
-        return dataclasses.asdict(
-            dataclasses.replace(self.train, threads=self.train.threads or threads)
+        (the command's ``--threads``) where they name none (None: every core), the progress
+        bar off where the run shows no ``progress``."""
+        train = self.train
+        run = dataclasses.replace(
+            train, threads=train.threads or threads, progress=train.progress and progress
         )
+        return dataclasses.asdict(run)
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
@@ -171,7 +174,8 @@ class NetcastFinetune(dspy.BootstrapFinetune):
     program runs each model with (``default_adapter``), a teacher model's program built from
     the student (``teacher_lm``), the examples' count checked before any training, and what
     was trained recorded (``trained``). ``threads``: questions traced at once;
-    ``train_threads``: training's CPU threads where the settings name none."""
+    ``train_threads``: training's CPU threads where the settings name none; ``progress``:
+    training shows its progress bar."""
 
     def __init__(
         self,
@@ -181,11 +185,12 @@ class NetcastFinetune(dspy.BootstrapFinetune):
         teacher_lm: Any = None,
         threads: int = 1,
         train_threads: int | None = None,
+        progress: bool = True,
     ):
         super().__init__(
             metric=passing_metric(metric, settings.metric_threshold),
             multitask=True,
-            train_kwargs=settings.train_kwargs(train_threads),
+            train_kwargs=settings.train_kwargs(train_threads, progress),
             exclude_demos=settings.exclude_demos,
             num_threads=threads,
         )
@@ -278,7 +283,7 @@ class FinetuneCompile(Teleprompter):
     changed). Better-together scores its candidates on ``valset`` (``select_on="dev"``) or on
     held-out training questions (``"train"``). ``threads``: questions run at once;
     ``train_threads``: training's CPU threads where the settings name none (None: every
-    core)."""
+    core); ``progress``: training shows its progress bar."""
 
     def __init__(
         self,
@@ -290,11 +295,12 @@ class FinetuneCompile(Teleprompter):
         threads: int = 1,
         select_on: str = "dev",
         train_threads: int | None = None,
+        progress: bool = True,
     ):
         super().__init__()
         self.settings, self.metric, self.teacher_lm = settings, metric, teacher_lm
         self.seed, self.threads, self.select_on = seed, threads, select_on
-        self.train_threads = train_threads
+        self.train_threads, self.progress = train_threads, progress
         self.result = TunedResult()
 
     def finetuner(self) -> NetcastFinetune:
@@ -304,6 +310,7 @@ class FinetuneCompile(Teleprompter):
             teacher_lm=self.teacher_lm,
             threads=self.threads,
             train_threads=self.train_threads,
+            progress=self.progress,
         )
 
     def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
@@ -438,7 +445,8 @@ class AnnotationFinetune(Teleprompter):
     every step's annotation demonstrations, each formatted as the chat that step is shown at
     inference (its own demonstrations included), then the demonstration's outputs. A
     demonstration that lacks one of its step's outputs (a reasoning the annotations do not
-    give) is left out. ``train_threads``: training's CPU threads where the settings name none."""
+    give) is left out. ``train_threads``: training's CPU threads where the settings name none;
+    ``progress``: training shows its progress bar."""
 
     def __init__(
         self,
@@ -446,9 +454,11 @@ class AnnotationFinetune(Teleprompter):
         *,
         seed: int = 0,
         train_threads: int | None = None,
+        progress: bool = True,
     ):
         super().__init__()
-        self.settings, self.seed, self.train_threads = settings, seed, train_threads
+        self.settings, self.seed = settings, seed
+        self.train_threads, self.progress = train_threads, progress
         self.result = TunedResult()
 
     def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
@@ -479,7 +489,7 @@ class AnnotationFinetune(Teleprompter):
                         )
                     )
                     steps[step] += 1
-        train_kwargs = self.settings.train_kwargs(self.train_threads)
+        train_kwargs = self.settings.train_kwargs(self.train_threads, self.progress)
         provider.check_examples(data, provider.TrainSettings.of(train_kwargs))
         tuned = lm.finetune(data, "chat", train_kwargs).result()
         if isinstance(tuned, BaseException):

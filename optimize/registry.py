@@ -299,6 +299,7 @@ def _tuner(better_together: bool) -> Optimizer:
             threads=setup.threads,
             select_on=setup.select_on,
             train_threads=setup.train_threads,
+            progress=setup.progress,
         )
 
     return Optimizer(
@@ -320,7 +321,7 @@ register(
         "finetune-annotations",
         read=finetune.AnnotationFinetuneSettings.read,
         build=lambda settings, setup: finetune.AnnotationFinetune(
-            settings, seed=setup.seed, train_threads=setup.train_threads
+            settings, seed=setup.seed, train_threads=setup.train_threads, progress=setup.progress
         ),
         named=False,
         record=finetune.record,

@@ -40,8 +40,8 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 @dataclass(frozen=True)
 class TrainSettings:
     """How a LoRA is trained; DSPy's ``train_kwargs`` name these fields. ``threads`` (torch's
-    CPU threads; None: every core) and ``checkpoint_every`` change the time a run takes, not its
-    result."""
+    CPU threads; None: every core) and ``checkpoint_every`` change the time a run takes, and
+    ``progress`` (a progress bar on stderr) what it shows, not its result."""
 
     rank: int = 16
     alpha: float = 32.0
@@ -55,6 +55,7 @@ class TrainSettings:
     seed: int = 0
     threads: int | None = None
     checkpoint_every: int = 25
+    progress: bool = True
 
     @classmethod
     def of(cls, train_kwargs: dict[str, Any] | None) -> TrainSettings:
@@ -84,7 +85,7 @@ class TrainSettings:
     def result_settings(self) -> dict[str, Any]:
         """The settings that change the trained weights (a checkpoint's and an adapter's)."""
         data = dataclasses.asdict(self)
-        for name in ("threads", "checkpoint_every", "min_examples"):
+        for name in ("threads", "checkpoint_every", "min_examples", "progress"):
             data.pop(name)
         return data
 
@@ -245,7 +246,8 @@ class CpuTrainingJob(TrainingJob):
 
 class LlamaCppProvider(Provider):
     """DSPy's training provider for the embedded models: LoRA on CPU, served by llama.cpp.
-    ``progress``: a progress bar on stderr while training."""
+    ``progress``: a progress bar on stderr while training (where the training settings'
+    ``progress`` does not turn it off)."""
 
     def __init__(self, progress: bool = True):
         super().__init__()
@@ -303,7 +305,8 @@ def finetune(
 ) -> str:
     """Train a LoRA of embedded model ``model`` (a model id or netcast name; a tuned id trains a
     new adapter of its base) on chat examples; return the tuned model's id. Checks everything
-    it can before loading the model (see the module docstring)."""
+    it can before loading the model (see the module docstring). A progress bar shows with
+    ``progress`` and the settings' ``progress`` both on."""
     spec, _ = lora.parse_model_id(model)
     lora.require_extra()
     from netcast.models import training
@@ -323,7 +326,8 @@ def finetune(
     key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
 
-    display = training.StepProgress(f"finetune {spec.name}") if progress else None
+    shown = progress and cfg.progress
+    display = training.StepProgress(f"finetune {spec.name}") if shown else None
 
     def notice(text: str) -> None:
         if display is not None:

@@ -507,6 +507,28 @@ def test_annotation_finetune_trains_on_the_threads_the_compile_gives(
 
 
 @pytest.mark.parametrize(
+    ("teacher", "progress"), [("model", True), ("model", False), ("annotations", False)]
+)
+def test_the_training_progress_bar_shows_only_where_the_compile_shows_progress(
+    hidden_gold_file, tmp_path, trainer, capsys, teacher, progress
+):
+    recipe = make_recipe(
+        program="basic",
+        knobs={"k": 1},
+        dataset=hidden_gold_file,
+        train_limit=8,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings={"train": {"min_examples": 4}},
+        teacher=teacher,
+    )
+    lm = embedded_lm(lambda prompt: {"answer": f"Secret{word(prompt)}"})
+    compile_recipe(recipe, tmp_path / "art", lm=lm, progress=progress)
+    assert trainer  # it trained
+    assert ("finetune embedded" in capsys.readouterr().err) is progress
+
+
+@pytest.mark.parametrize(
     ("args", "match"),
     [
         (["--optimizer", "finetune", "--finetune-set", "rank=0"], "rank=0; give a whole"),
