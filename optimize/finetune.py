@@ -34,6 +34,8 @@ from netcast.models import lora
 from netcast.models.factory import default_adapter
 from netcast.optimize.compile import DEMO_PASS, DSPY, dspy_settings, hold_out, make_optimizer
 from netcast.optimize.settings import Settings
+from netcast.programs import get_program
+from netcast.programs import knobs as knobs_mod
 
 STEPS = ("p", "w")  # BetterTogether's steps: prompt optimization, weight optimization
 
@@ -140,11 +142,14 @@ class AnnotationFinetuneSettings(TrainingSettings):
             )
 
 
-def check_model(lm: Any) -> None:
+def check_model(lm: Any, settings: TrainingSettings | None = None) -> None:
     """One line, before any model call, if ``lm`` has no weights here to train (a model served
-    by an API) or the ``finetune`` extra is missing."""
+    by an API) or the ``finetune`` extra is missing; with ``settings``, if this machine has not
+    the memory or disk to train it at all (``provider.preflight``)."""
     provider.check_trainable(lm)
     lora.require_extra()
+    if settings is not None:
+        provider.preflight(lm.model, settings.train)
 
 
 @dataclass
@@ -415,12 +420,26 @@ def read_entry(values: Mapping[str, Any], better_together: bool) -> FinetuneSett
     return cls.read(values)
 
 
-def check(settings: FinetuneSettings, recipe: Any, trainset: Sequence) -> None:
+def check(settings: TrainingSettings, recipe: Any, trainset: Sequence) -> None:
     """Refused before any model call: settings out of range; better-together selecting on
-    held-out training questions with fewer than 2 of them."""
+    held-out training questions with fewer than 2 of them; too few training questions for
+    ``min_examples`` where the program bounds the examples a question gives
+    (``most_calls``). Examples that fail the metric are only known once collected
+    (``provider.check_examples``, before training)."""
     settings.check()
+    questions, held = list(trainset), ""
     if isinstance(settings, BetterTogetherSettings) and recipe.dataset.select_on == "train":
-        hold_out(trainset)
+        questions = hold_out(trainset)[0]
+        held = f" (of {len(trainset)}; the others select with --select-on train)"
+    program = get_program(recipe.program)
+    most = program.most_calls(knobs_mod.check(program.name, program.Knobs, recipe.knobs))
+    needed = settings.train.min_examples
+    if most is not None and len(questions) * most < needed:
+        raise InputError(
+            f"finetune: {len(questions)} training question(s){held} give {recipe.program} at "
+            f"most {len(questions) * most} example(s), fewer than min_examples={needed}; give "
+            "more (--train-limit, --train-split) or lower --finetune-set min_examples=N"
+        )
 
 
 def settings_from_pairs(pairs: Sequence[str]) -> dict[str, Any]:

@@ -77,9 +77,9 @@ class Optimizer:
     ``--optimizer`` choice (the others are chosen by ``--teacher`` or ``--program``);
     ``searches``: it searches knobs and demonstration sources (the joint compile, the race:
     ``--budget``, ``--grid`` and ``--ties`` configure it, and its sources default to the ones
-    ``--teacher`` names). ``check_model(lm)`` refuses a model it cannot run with, before any
-    model call; ``files(teleprompter)``, the files the artifact holds beside the program (by
-    their name there)."""
+    ``--teacher`` names). ``check_model(lm, settings)`` refuses a model it cannot run with
+    (or this machine cannot run it with), before any model call; ``files(teleprompter)``, the
+    files the artifact holds beside the program (by their name there)."""
 
     name: str
     read: Callable[[Mapping[str, Any]], Any]
@@ -91,7 +91,7 @@ class Optimizer:
     record: Callable[[Recipe, Any], dict[str, Any]] = lambda recipe, tele: {}
     workspace: Callable[[Path, str], Path] | None = None
     finished: Callable[[Any], bool] = lambda tele: True
-    check_model: Callable[[Any], None] = lambda lm: None
+    check_model: Callable[[Any, Any], None] = lambda lm, settings: None
     files: Callable[[Any], dict[str, Path]] = lambda tele: {}
 
 
@@ -324,6 +324,7 @@ register(
             settings, seed=setup.seed, train_threads=setup.train_threads, progress=setup.progress
         ),
         named=False,
+        check=finetune.check,
         record=finetune.record,
         check_model=finetune.check_model,
         files=finetune.adapter_files,

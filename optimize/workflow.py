@@ -368,7 +368,7 @@ def compile_recipe(
         teacher_lm = make_lm(recipe.teacher_model)
     optimizer = optimizer_for(recipe)
     settings = optimizer.read(recipe.optimizer.settings)
-    optimizer.check_model(lm)  # e.g. no weights here to tune: refused before any model call
+    optimizer.check_model(lm, settings)  # e.g. no weights here to tune: before any model call
 
     def check(train: Any, dev: Any) -> None:  # refused now, not after dev is scored
         optimizer.check(settings, recipe, train.examples)

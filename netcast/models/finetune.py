@@ -130,16 +130,18 @@ def free_disk(path: Path) -> int:
 
 def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettings, longest: int):
     """Refuse, with one line, a training this machine cannot hold: the base model, its LoRA and
-    the longest example's activations in memory; the adapter and checkpoint on disk."""
+    the longest example's activations in memory; the adapter and checkpoint on disk. With
+    ``longest`` 0 (no example known yet) the model alone: a training needs at least that."""
     shape = lora.base_shape(model_path)
     params, per_rank = shape.parameters(), shape.lora_per_rank()
     need = params * BYTES_PER_PARAM + longest * BYTES_PER_TOKEN
     have = available_memory()
     if need > have:
+        examples = f"longest example {longest:,} tokens" if longest else "before any example"
         raise InputError(
             f"not enough memory to finetune {spec.name}: about {need / 2**30:.1f} GB needed "
-            f"({params / 1e6:.0f}M parameters, longest example {longest:,} tokens), "
-            f"{have / 2**30:.1f} GB available; free memory or lower max_tokens"
+            f"({params / 1e6:.0f}M parameters, {examples}), {have / 2**30:.1f} GB available; "
+            f"free memory or {'lower max_tokens' if longest else 'finetune a smaller model'}"
         )
     lora_params = per_rank * cfg.rank
     disk_need = lora_params * (2 + 4 * 4) + DISK_MARGIN  # f16 adapter; weights+Adam+grads fp32
@@ -150,6 +152,13 @@ def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettin
                 f"not enough disk in {where} to finetune {spec.name}: about "
                 f"{disk_need / 2**20:.0f} MB needed, {free / 2**20:.0f} MB free"
             )
+
+
+def preflight(model: str, cfg: TrainSettings) -> None:
+    """One line, before any example is collected, if this machine cannot train embedded model
+    ``model`` at all (``check_resources`` for the model alone: its examples add to it)."""
+    spec, _ = lora.parse_model_id(model)
+    check_resources(spec, embedded.model_path(spec.name), cfg, longest=0)
 
 
 def checkpoints_dir() -> Path:

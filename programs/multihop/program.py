@@ -61,6 +61,10 @@ class MultiHop(NetcastProgram):
         ]
         self.generate_answer = dspy.ChainOfThought(GenerateAnswer)
 
+    @classmethod
+    def most_calls(cls, knobs: Knobs) -> int:
+        return knobs.max_steps + 1  # every hop's query (no early stop), then the answer
+
     def forward(self, question: str) -> dspy.Prediction:
         k = self.knobs.k
         session = self.search_session(question)

@@ -359,6 +359,103 @@ def test_too_few_passing_examples_are_refused_before_training(
     assert not (tmp_path / "art").exists()
 
 
+def test_too_few_training_questions_are_refused_in_one_line_before_any_call(
+    qa_file, tmp_path, monkeypatch
+):
+    import sys
+
+    from netcast.models.llama import load_cpu_backends
+
+    # llama.cpp's first load in a process logs a line through Python's stderr, which the
+    # command line holds back (on its file descriptor) but CliRunner would capture
+    load_cpu_backends()
+    monkeypatch.setattr(training, "load_base", never)
+    lm = embedded_lm(right_except(set()))
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    out = tmp_path / "art"
+    result = CliRunner().invoke(
+        app,
+        [
+            *("compile", "--out", str(out), "--dataset", qa_file, "--optimizer", "finetune"),
+            *("--train-limit", "5"),
+        ],
+    )
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1, result.output
+    assert (
+        "5 training question(s) give basic at most 5 example(s), fewer than min_examples=8"
+        in (lines[0])
+    )
+    assert "--train-limit" in lines[0] and "--finetune-set min_examples=N" in lines[0]
+    assert lm.engine.chats == [] and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("program", "optimizer", "teacher", "limit", "match"),
+    [
+        # multihop (2 hops): 3 examples a question at most
+        ("multihop", "finetune", "model", 2, r"2 training question\(s\) give multihop at most 6"),
+        ("basic", "finetune", "annotations", 7, r"7 training question\(s\) give basic at most 7"),
+        # better-together selecting on training questions trains on the others
+        ("basic", "better-together", "model", 8, r"2 training question\(s\) \(of 8; the others"),
+    ],
+)
+def test_too_few_training_questions_for_min_examples_are_refused_before_any_call(
+    qa_file, tmp_path, monkeypatch, program, optimizer, teacher, limit, match
+):
+    monkeypatch.setattr(training, "load_base", never)
+    lm = embedded_lm(right_except(set()))
+    recipe = make_recipe(
+        program=program,
+        knobs={},
+        dataset=qa_file,
+        train_limit=limit,
+        dev_limit=4,
+        optimizer=optimizer,
+        optimizer_settings={"train": {"min_examples": 8}},
+        teacher=teacher,
+        select_on="train" if optimizer == "better-together" else "dev",
+    )
+    with pytest.raises(InputError, match=match):
+        compile_recipe(recipe, tmp_path / "art", lm=lm)
+    assert lm.engine.chats == []
+
+
+def test_enough_questions_for_min_examples_go_on_to_collect_the_examples(
+    qa_file, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(training, "load_base", never)
+    lm = embedded_lm(right_except(set(range(24))))  # every answer wrong: no example passes
+    recipe = make_recipe(
+        program="multihop",  # 3 questions, 3 calls each: 9 examples could reach min_examples
+        knobs={},
+        dataset=qa_file,
+        train_limit=3,
+        dev_limit=4,
+        optimizer="finetune",
+        optimizer_settings={"train": {"min_examples": 8}},
+    )
+    with pytest.raises(InputError, match=r"only 0 finetune example.s. after filtering"):
+        compile_recipe(recipe, tmp_path / "art", lm=lm)
+    assert lm.engine.chats  # the traces were collected, then refused
+
+
+@pytest.mark.parametrize("short", ["memory", "disk"])
+def test_a_machine_without_the_memory_or_disk_to_train_is_refused_before_any_call(
+    qa_file, tmp_path, monkeypatch, short
+):
+    monkeypatch.setattr(training, "load_base", never)
+    memory, disk = (1 << 30, 1 << 40) if short == "memory" else (1 << 40, 1 << 20)
+    monkeypatch.setattr(finetune, "available_memory", lambda: memory)
+    monkeypatch.setattr(finetune, "free_disk", lambda path: disk)
+    lm = embedded_lm(right_except(set()))
+    with pytest.raises(InputError, match=f"not enough {short} .*to finetune embedded") as err:
+        compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm)
+    assert "\n" not in str(err.value)
+    assert lm.engine.chats == [] and not (tmp_path / "art").exists()
+
+
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
