@@ -89,17 +89,29 @@ def trainer(monkeypatch):
     return calls
 
 
-def recipe_for(qa_file, program="basic", optimizer="finetune", **settings):
+def recipe_for(
+    qa_file,
+    program="basic",
+    optimizer="finetune",
+    *,
+    limit=8,
+    knobs=None,
+    teacher="model",
+    select_on="dev",
+    **settings,
+):
     train = {"min_examples": 4, **settings.pop("train", {})}
     return make_recipe(
         program=program,
-        knobs={},
+        knobs=knobs or {},
         dataset=qa_file,
-        train_limit=8,
+        train_limit=limit,
         dev_limit=4,
         optimizer=optimizer,
         optimizer_settings={"train": train, **settings},
         model="embedded",
+        teacher=teacher,
+        select_on=select_on,
     )
 
 
@@ -391,6 +403,9 @@ def test_too_few_training_questions_are_refused_in_one_line_before_any_call(
     assert lm.engine.chats == [] and not out.exists()
 
 
+MIN_8 = {"train": {"min_examples": 8}}
+
+
 @pytest.mark.parametrize(
     ("program", "optimizer", "teacher", "limit", "match"),
     [
@@ -406,16 +421,9 @@ def test_too_few_training_questions_for_min_examples_are_refused_before_any_call
 ):
     monkeypatch.setattr(training, "load_base", never)
     lm = embedded_lm(right_except(set()))
-    recipe = make_recipe(
-        program=program,
-        knobs={},
-        dataset=qa_file,
-        train_limit=limit,
-        dev_limit=4,
-        optimizer=optimizer,
-        optimizer_settings={"train": {"min_examples": 8}},
-        teacher=teacher,
-        select_on="train" if optimizer == "better-together" else "dev",
+    select_on = "train" if optimizer == "better-together" else "dev"
+    recipe = recipe_for(
+        qa_file, program, optimizer, limit=limit, teacher=teacher, select_on=select_on, **MIN_8
     )
     with pytest.raises(InputError, match=match):
         compile_recipe(recipe, tmp_path / "art", lm=lm)
@@ -427,15 +435,8 @@ def test_enough_questions_for_min_examples_go_on_to_collect_the_examples(
 ):
     monkeypatch.setattr(training, "load_base", never)
     lm = embedded_lm(right_except(set(range(24))))  # every answer wrong: no example passes
-    recipe = make_recipe(
-        program="multihop",  # 3 questions, 3 calls each: 9 examples could reach min_examples
-        knobs={},
-        dataset=qa_file,
-        train_limit=3,
-        dev_limit=4,
-        optimizer="finetune",
-        optimizer_settings={"train": {"min_examples": 8}},
-    )
+    # multihop: 3 questions, 3 calls each: 9 examples could reach min_examples
+    recipe = recipe_for(qa_file, "multihop", limit=3, **MIN_8)
     with pytest.raises(InputError, match=r"only 0 finetune example.s. after filtering"):
         compile_recipe(recipe, tmp_path / "art", lm=lm)
     assert lm.engine.chats  # the traces were collected, then refused
@@ -588,16 +589,7 @@ def test_annotation_finetune_trains_on_the_threads_the_compile_gives(
     import os
 
     monkeypatch.setattr(os, "cpu_count", lambda: 3)
-    recipe = make_recipe(
-        program="basic",
-        knobs={"k": 1},
-        dataset=hidden_gold_file,
-        train_limit=8,
-        dev_limit=2,
-        optimizer="finetune",
-        optimizer_settings={"train": {"min_examples": 4}},
-        teacher="annotations",
-    )
+    recipe = recipe_for(hidden_gold_file, knobs={"k": 1}, teacher="annotations")
     lm = embedded_lm(right_except(set()))
     compile_recipe(recipe, tmp_path / "art", lm=lm, train_threads=1)
     assert threads_seen and set(threads_seen) == {1}
@@ -609,16 +601,7 @@ def test_annotation_finetune_trains_on_the_threads_the_compile_gives(
 def test_the_training_progress_bar_shows_only_where_the_compile_shows_progress(
     hidden_gold_file, tmp_path, trainer, capsys, teacher, progress
 ):
-    recipe = make_recipe(
-        program="basic",
-        knobs={"k": 1},
-        dataset=hidden_gold_file,
-        train_limit=8,
-        dev_limit=2,
-        optimizer="finetune",
-        optimizer_settings={"train": {"min_examples": 4}},
-        teacher=teacher,
-    )
+    recipe = recipe_for(hidden_gold_file, knobs={"k": 1}, teacher=teacher)
     lm = embedded_lm(lambda prompt: {"answer": f"Secret{word(prompt)}"})
     compile_recipe(recipe, tmp_path / "art", lm=lm, progress=progress)
     assert trainer  # it trained
