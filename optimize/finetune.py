@@ -34,43 +34,65 @@ from netcast.models import lora
 from netcast.models.factory import default_adapter
 from netcast.optimize.compile import DEMO_PASS, DSPY, dspy_settings, hold_out, make_optimizer
 from netcast.optimize.settings import Settings
+from netcast.programs import get_program
+from netcast.programs import knobs as knobs_mod
 
 STEPS = ("p", "w")  # BetterTogether's steps: prompt optimization, weight optimization
 
 
-def _read(cls: type, values: Mapping[str, Any], what: str) -> Any:
-    """``Settings.read`` for settings with training settings under ``train``: an unknown name
-    at either level is one line naming it and the known ones."""
-    known = [f.name for f in dataclasses.fields(cls) if f.name != "train"]
-    unknown = sorted(set(values) - {*known, "train"})
-    if unknown:
-        training = ", ".join(f.name for f in dataclasses.fields(provider.TrainSettings))
-        raise InputError(
-            f"{what}: unknown setting {unknown[0]!r}; settings are {', '.join(known)}, and "
-            f"the training settings {training}"
+@dataclass(frozen=True)
+class TrainingSettings(Settings):
+    """Settings of an optimizer that tunes the model's weights: ``train``, the LoRA's training
+    (``netcast.models.finetune.TrainSettings``), next to the optimizer's own settings. An
+    unknown name at either level is one line naming it and the known ones."""
+
+    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
+
+    @classmethod
+    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
+        known = [f.name for f in dataclasses.fields(cls) if f.name != "train"]
+        unknown = sorted(set(values) - {*known, "train"})
+        if unknown:
+            training = ", ".join(f.name for f in dataclasses.fields(provider.TrainSettings))
+            raise InputError(
+                f"{what}: unknown setting {unknown[0]!r}; settings are {', '.join(known)}, and "
+                f"the training settings {training}"
+            )
+        train = values.get("train")
+        if isinstance(train, Mapping):  # unknown training settings named, not dropped
+            provider.TrainSettings.of(dict(train))
+        return super().read(values, what)
+
+    def check(self) -> None:
+        provider.TrainSettings.of(dataclasses.asdict(self.train))
+
+    def train_kwargs(self, threads: int | None = None, progress: bool = True) -> dict[str, Any]:
+        """DSPy's ``train_kwargs`` for a run: the training settings, on ``threads`` CPU threads
+        (the command's ``--threads``) where they name none (None: every core), the progress
+        bar off where the run shows no ``progress``."""
+        train = self.train
+        run = dataclasses.replace(
+            train, threads=train.threads or threads, progress=train.progress and progress
         )
-    train = values.get("train")
-    if isinstance(train, Mapping):  # unknown training settings named, not dropped
-        provider.TrainSettings.of(dict(train))
-    return Settings.read.__func__(cls, values, what)
+        return dataclasses.asdict(run)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["train"] = data.pop("train")  # after the optimizer's own settings, as written
+        return data
 
 
 @dataclass(frozen=True)
-class FinetuneSettings(Settings):
+class FinetuneSettings(TrainingSettings):
     """``--optimizer finetune``: a trace trains the model when its answer scores at least
     ``metric_threshold``; ``exclude_demos`` trains (and then runs) the steps without their
     demonstrations; ``train``: the LoRA's training (``netcast.models.finetune.TrainSettings``)."""
 
     metric_threshold: float = DEMO_PASS
     exclude_demos: bool = False
-    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
-
-    @classmethod
-    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
-        return _read(cls, values, what)
 
     def check(self) -> None:
-        provider.TrainSettings.of(dataclasses.asdict(self.train))
+        super().check()
         if not 0 <= self.metric_threshold <= 1:
             raise InputError(
                 f"finetune settings: metric_threshold={self.metric_threshold}; give 0 to 1"
@@ -101,7 +123,7 @@ class BetterTogetherSettings(FinetuneSettings):
 
 
 @dataclass(frozen=True)
-class AnnotationFinetuneSettings(Settings):
+class AnnotationFinetuneSettings(TrainingSettings):
     """``--teacher annotations --optimizer finetune``: every step trains on the demonstrations
     the strategy reads from the training data's annotations (``annotated_demos``: for
     ``basic``'s answer step, RAFT-style, the retrieved context with the gold passages swapped
@@ -111,25 +133,23 @@ class AnnotationFinetuneSettings(Settings):
     called to make the examples."""
 
     retrieved_share: float = 0.2
-    train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
-
-    @classmethod
-    def read(cls, values: Mapping[str, Any], what: str = "optimizer settings"):
-        return _read(cls, values, what)
 
     def check(self) -> None:
-        provider.TrainSettings.of(dataclasses.asdict(self.train))
+        super().check()
         if not 0 <= self.retrieved_share <= 1:
             raise InputError(
                 f"finetune settings: retrieved_share={self.retrieved_share}; give 0 to 1"
             )
 
 
-def check_model(lm: Any) -> None:
+def check_model(lm: Any, settings: TrainingSettings | None = None) -> None:
     """One line, before any model call, if ``lm`` has no weights here to train (a model served
-    by an API) or the ``finetune`` extra is missing."""
+    by an API) or the ``finetune`` extra is missing; with ``settings``, if this machine has not
+    the memory or disk to train it at all (``provider.preflight``)."""
     provider.check_trainable(lm)
     lora.require_extra()
+    if settings is not None:
+        provider.preflight(lm.model, settings.train)
 
 
 @dataclass
@@ -158,7 +178,9 @@ class NetcastFinetune(dspy.BootstrapFinetune):
     """DSPy's ``BootstrapFinetune`` as netcast runs it: examples formatted by the adapter the
     program runs each model with (``default_adapter``), a teacher model's program built from
     the student (``teacher_lm``), the examples' count checked before any training, and what
-    was trained recorded (``trained``)."""
+    was trained recorded (``trained``). ``threads``: questions traced at once;
+    ``train_threads``: training's CPU threads where the settings name none; ``progress``:
+    training shows its progress bar."""
 
     def __init__(
         self,
@@ -167,11 +189,13 @@ class NetcastFinetune(dspy.BootstrapFinetune):
         *,
         teacher_lm: Any = None,
         threads: int = 1,
+        train_threads: int | None = None,
+        progress: bool = True,
     ):
         super().__init__(
             metric=passing_metric(metric, settings.metric_threshold),
             multitask=True,
-            train_kwargs=dataclasses.asdict(settings.train),
+            train_kwargs=settings.train_kwargs(train_threads, progress),
             exclude_demos=settings.exclude_demos,
             num_threads=threads,
         )
@@ -262,7 +286,9 @@ class FinetuneCompile(Teleprompter):
     """``--optimizer finetune`` and ``--optimizer better-together``: ``compile(student,
     trainset=..., valset=...)`` returns a tuned copy of ``student`` (the original is not
     changed). Better-together scores its candidates on ``valset`` (``select_on="dev"``) or on
-    held-out training questions (``"train"``)."""
+    held-out training questions (``"train"``). ``threads``: questions run at once;
+    ``train_threads``: training's CPU threads where the settings name none (None: every
+    core); ``progress``: training shows its progress bar."""
 
     def __init__(
         self,
@@ -273,15 +299,23 @@ class FinetuneCompile(Teleprompter):
         seed: int = 0,
         threads: int = 1,
         select_on: str = "dev",
+        train_threads: int | None = None,
+        progress: bool = True,
     ):
         super().__init__()
         self.settings, self.metric, self.teacher_lm = settings, metric, teacher_lm
         self.seed, self.threads, self.select_on = seed, threads, select_on
+        self.train_threads, self.progress = train_threads, progress
         self.result = TunedResult()
 
     def finetuner(self) -> NetcastFinetune:
         return NetcastFinetune(
-            self.metric, self.settings, teacher_lm=self.teacher_lm, threads=self.threads
+            self.metric,
+            self.settings,
+            teacher_lm=self.teacher_lm,
+            threads=self.threads,
+            train_threads=self.train_threads,
+            progress=self.progress,
         )
 
     def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
@@ -386,12 +420,26 @@ def read_entry(values: Mapping[str, Any], better_together: bool) -> FinetuneSett
     return cls.read(values)
 
 
-def check(settings: FinetuneSettings, recipe: Any, trainset: Sequence) -> None:
+def check(settings: TrainingSettings, recipe: Any, trainset: Sequence) -> None:
     """Refused before any model call: settings out of range; better-together selecting on
-    held-out training questions with fewer than 2 of them."""
+    held-out training questions with fewer than 2 of them; too few training questions for
+    ``min_examples`` where the program bounds the examples a question gives
+    (``most_calls``). Examples that fail the metric are only known once collected
+    (``provider.check_examples``, before training)."""
     settings.check()
+    questions, held = list(trainset), ""
     if isinstance(settings, BetterTogetherSettings) and recipe.dataset.select_on == "train":
-        hold_out(trainset)
+        questions = hold_out(trainset)[0]
+        held = f" (of {len(trainset)}; the others select with --select-on train)"
+    program = get_program(recipe.program)
+    most = program.most_calls(knobs_mod.check(program.name, program.Knobs, recipe.knobs))
+    needed = settings.train.min_examples
+    if most is not None and len(questions) * most < needed:
+        raise InputError(
+            f"finetune: {len(questions)} training question(s){held} give {recipe.program} at "
+            f"most {len(questions) * most} example(s), fewer than min_examples={needed}; give "
+            "more (--train-limit, --train-split) or lower --finetune-set min_examples=N"
+        )
 
 
 def settings_from_pairs(pairs: Sequence[str]) -> dict[str, Any]:
@@ -416,11 +464,20 @@ class AnnotationFinetune(Teleprompter):
     every step's annotation demonstrations, each formatted as the chat that step is shown at
     inference (its own demonstrations included), then the demonstration's outputs. A
     demonstration that lacks one of its step's outputs (a reasoning the annotations do not
-    give) is left out."""
+    give) is left out. ``train_threads``: training's CPU threads where the settings name none;
+    ``progress``: training shows its progress bar."""
 
-    def __init__(self, settings: AnnotationFinetuneSettings, *, seed: int = 0):
+    def __init__(
+        self,
+        settings: AnnotationFinetuneSettings,
+        *,
+        seed: int = 0,
+        train_threads: int | None = None,
+        progress: bool = True,
+    ):
         super().__init__()
         self.settings, self.seed = settings, seed
+        self.train_threads, self.progress = train_threads, progress
         self.result = TunedResult()
 
     def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
@@ -451,7 +508,7 @@ class AnnotationFinetune(Teleprompter):
                         )
                     )
                     steps[step] += 1
-        train_kwargs = dataclasses.asdict(self.settings.train)
+        train_kwargs = self.settings.train_kwargs(self.train_threads, self.progress)
         provider.check_examples(data, provider.TrainSettings.of(train_kwargs))
         tuned = lm.finetune(data, "chat", train_kwargs).result()
         if isinstance(tuned, BaseException):

@@ -37,7 +37,9 @@ from netcast.session import build_program
 @dataclass(frozen=True)
 class Setup:
     """What a compile gives the optimizer it builds: the model and the teacher model, the
-    metric, the seed, the threads, where candidates are selected (``select_on``), the
+    metric, the seed, the threads (``threads``: questions at once; ``train_threads``: a
+    finetune's CPU threads, None: the training settings' or every core), where candidates are
+    selected (``select_on``), the
     ``workspace`` where unfinished work waits beside the artifact (``Optimizer.workspace``)
     and ``key`` (what its trials mean, for naming them), and who hears of its progress."""
 
@@ -51,6 +53,7 @@ class Setup:
     key: str = ""
     progress: bool = True
     report: Callable[[str, dict[str, Any]], None] | None = None
+    train_threads: int | None = None
 
 
 def _one_program(recipe: Recipe, retriever: Any, lm: Any) -> Any:
@@ -74,9 +77,9 @@ class Optimizer:
     ``--optimizer`` choice (the others are chosen by ``--teacher`` or ``--program``);
     ``searches``: it searches knobs and demonstration sources (the joint compile, the race:
     ``--budget``, ``--grid`` and ``--ties`` configure it, and its sources default to the ones
-    ``--teacher`` names). ``check_model(lm)`` refuses a model it cannot run with, before any
-    model call; ``files(teleprompter)``, the files the artifact holds beside the program (by
-    their name there)."""
+    ``--teacher`` names). ``check_model(lm, settings)`` refuses a model it cannot run with
+    (or this machine cannot run it with), before any model call; ``files(teleprompter)``, the
+    files the artifact holds beside the program (by their name there)."""
 
     name: str
     read: Callable[[Mapping[str, Any]], Any]
@@ -88,7 +91,7 @@ class Optimizer:
     record: Callable[[Recipe, Any], dict[str, Any]] = lambda recipe, tele: {}
     workspace: Callable[[Path, str], Path] | None = None
     finished: Callable[[Any], bool] = lambda tele: True
-    check_model: Callable[[Any], None] = lambda lm: None
+    check_model: Callable[[Any, Any], None] = lambda lm, settings: None
     files: Callable[[Any], dict[str, Path]] = lambda tele: {}
 
 
@@ -295,6 +298,8 @@ def _tuner(better_together: bool) -> Optimizer:
             seed=setup.seed,
             threads=setup.threads,
             select_on=setup.select_on,
+            train_threads=setup.train_threads,
+            progress=setup.progress,
         )
 
     return Optimizer(
@@ -315,8 +320,11 @@ register(
     Optimizer(
         "finetune-annotations",
         read=finetune.AnnotationFinetuneSettings.read,
-        build=lambda settings, setup: finetune.AnnotationFinetune(settings, seed=setup.seed),
+        build=lambda settings, setup: finetune.AnnotationFinetune(
+            settings, seed=setup.seed, train_threads=setup.train_threads, progress=setup.progress
+        ),
         named=False,
+        check=finetune.check,
         record=finetune.record,
         check_model=finetune.check_model,
         files=finetune.adapter_files,

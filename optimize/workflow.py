@@ -351,6 +351,7 @@ def compile_recipe(
     teacher_lm: dspy.BaseLM | None = None,
     reload: bool = False,
     report: Callable[[str, dict[str, Any]], None] | None = None,
+    train_threads: int | None = None,
 ) -> CompileResult:
     """Run a recipe (program, knobs, dataset and splits, optimizer, metric, model, seed) and
     save the artifact to ``out``: its optimizer (``optimize.registry``) is checked before any
@@ -358,14 +359,16 @@ def compile_recipe(
     optimizer is ``race`` races the programs it names (``optimize.race``; ``report`` is told
     of its progress) and compiles the winner. ``lm`` and ``teacher_lm`` replace the models the
     recipe names (LM objects the caller built, e.g. with an endpoint). With ``reload``, the
-    saved artifact is loaded back as a user would and scored on the same dev questions."""
+    saved artifact is loaded back as a user would and scored on the same dev questions.
+    ``threads``: questions run at once; ``train_threads``: the CPU threads a finetune trains
+    on where its settings name none (None: every core)."""
     recipe, out = recipe_of(recipe), Path(out)
     lm = lm or recipe_lm(recipe)
     if teacher_lm is None and recipe.teacher_model:
         teacher_lm = make_lm(recipe.teacher_model)
     optimizer = optimizer_for(recipe)
     settings = optimizer.read(recipe.optimizer.settings)
-    optimizer.check_model(lm)  # e.g. no weights here to tune: refused before any model call
+    optimizer.check_model(lm, settings)  # e.g. no weights here to tune: before any model call
 
     def check(train: Any, dev: Any) -> None:  # refused now, not after dev is scored
         optimizer.check(settings, recipe, train.examples)
@@ -385,6 +388,7 @@ def compile_recipe(
         key,
         progress,
         report,
+        train_threads,
     )
     student = optimizer.student(recipe, splits.retriever, lm)
     run = _compile_and_score(
@@ -504,6 +508,7 @@ def recompile(
     lm: dspy.BaseLM | None = None,
     select_on: str | None = None,
     report: Callable[[str, dict[str, Any]], None] | None = None,
+    train_threads: int | None = None,
 ) -> tuple[CompileResult, dict[str, Any]]:
     """Rerun ``source``'s recipe with ``model`` (``rerun_recipe``: optionally re-tuned
     ``knobs``, or another ``select_on``); the new artifact's lineage names ``source``.
@@ -512,7 +517,14 @@ def recompile(
     recipe, old_scores, _ = read_artifact(source)
     new_recipe = rerun_recipe(recipe, model, knobs, select_on)
     result = compile_recipe(
-        new_recipe, out, parent=source, threads=threads, progress=progress, lm=lm, report=report
+        new_recipe,
+        out,
+        parent=source,
+        threads=threads,
+        progress=progress,
+        lm=lm,
+        report=report,
+        train_threads=train_threads,
     )
     return result, old_scores
 

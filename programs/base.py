@@ -91,6 +91,13 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
         return knobs_mod.defaults(cls.Knobs)
 
     @classmethod
+    def most_calls(cls, knobs: knobs_mod.Knobs) -> int | None:
+        """The predictions (calls of its steps) one question makes at most with ``knobs``,
+        where the knobs alone bound them (a finetune's examples per training question, known
+        before any call); None where they do not (a loop the model may end early or not)."""
+        return None
+
+    @classmethod
     def search_space(cls, trial, lm: Any = None) -> dict[str, Any]:
         """Knob values suggested by an Optuna ``trial`` (ranges sized for ``lm``)."""
         return knobs_mod.search_space(cls.Knobs, trial, context_window(lm))

@@ -108,3 +108,31 @@ def capitals_file(path, n: int) -> str:
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return str(path)
+
+
+# a scripted embedded engine for tuned models (tests/core/models/test_finetune.py and
+# tests/optimize/test_finetune.py)
+from netcast.testing import SchemaEngine  # noqa: E402
+
+
+class GGUFEngine(SchemaEngine):
+    """A scripted engine that says which model files it runs (what a tuned model's copy
+    rewires, ``netcast.models.finetune.attach``): with an adapter it answers ``tuned``, else
+    ``base_answer(prompt)``; a subclass may script ``reply`` itself."""
+
+    def __init__(self, model_path, lora_path=None):
+        super().__init__(self.reply)
+        self.model_path, self.lora_path = model_path, lora_path
+
+    def reply(self, prompt: str) -> dict:
+        return {"answer": "tuned" if self.lora_path else self.base_answer(prompt)}
+
+    def base_answer(self, prompt: str) -> str:
+        return "base"
+
+    def dump_state(self):
+        return {"model_path": self.model_path, "lora_path": self.lora_path}
+
+    @classmethod
+    def load_state(cls, state):
+        return cls(**state)

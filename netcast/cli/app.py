@@ -370,7 +370,15 @@ FinetuneSetOpt = Annotated[
     ),
 ]
 SeedOpt = Annotated[int, typer.Option(help="optimizer seed")]
-ThreadsOpt = Annotated[int, typer.Option(help="parallel questions", min=1)]
+ThreadsOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option(
+        help="parallel questions (default 1); finetune and better-together: also the CPU "
+        "threads training runs on, unless --finetune-set threads= names them (default: every "
+        "core)",
+        min=1,
+    ),
+]
 FromOpt = Annotated[
     Optional[Path], typer.Option("--from", help="recompile this artifact's recipe")  # noqa: UP045
 ]
@@ -401,7 +409,7 @@ def compile_cmd(
     index: IndexOpt = None,
     knob: KnobOpt = None,
     seed: SeedOpt = 0,
-    threads: ThreadsOpt = 1,
+    threads: ThreadsOpt = None,
     from_dir: FromOpt = None,
     retune: RetuneOpt = False,
     trials: RetuneTrialsOpt = 6,
@@ -453,16 +461,18 @@ def compile_cmd(
     _print_compiled(result, columns, out, teacher)
 
 
-def _compile(recipe: Any, out: Path, threads: int, lm: Any, teacher_lm: Any):
+def _compile(recipe: Any, out: Path, threads: int | None, lm: Any, teacher_lm: Any):
     """``netcast compile``: the recipe run, its artifact loaded back and scored; the result
-    and the scores before, after and loaded back."""
+    and the scores before, after and loaded back. ``threads`` (``--threads``): questions at
+    once (None: 1) and a finetune's training threads (None: its settings' or every core)."""
     from netcast.optimize.workflow import compile_recipe
     from netcast.render import race_progress
 
     result = compile_recipe(
         recipe,
         out,
-        threads=threads,
+        threads=threads or 1,
+        train_threads=threads,
         reload=True,
         lm=lm,
         teacher_lm=teacher_lm,
@@ -531,7 +541,7 @@ def _recompile(
     select_on: str | None,
     retune: bool,
     trials: int,
-    threads: int,
+    threads: int | None,
 ):
     """``netcast compile --from``: the artifact's recipe run again with ``lm`` (its knobs
     re-tuned first with ``retune``); the result and the old and new scores."""
@@ -544,7 +554,8 @@ def _recompile(
         model,
         out,
         knobs=knobs,
-        threads=threads,
+        threads=threads or 1,
+        train_threads=threads,
         lm=lm,
         select_on=select_on,
         report=race_progress,  # a race run again shows its progress live

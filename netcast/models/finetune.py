@@ -40,8 +40,8 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 @dataclass(frozen=True)
 class TrainSettings:
     """How a LoRA is trained; DSPy's ``train_kwargs`` name these fields. ``threads`` (torch's
-    CPU threads; None: every core) and ``checkpoint_every`` change the time a run takes, not its
-    result."""
+    CPU threads; None: every core) and ``checkpoint_every`` change the time a run takes, and
+    ``progress`` (a progress bar on stderr) what it shows, not its result."""
 
     rank: int = 16
     alpha: float = 32.0
@@ -55,6 +55,7 @@ class TrainSettings:
     seed: int = 0
     threads: int | None = None
     checkpoint_every: int = 25
+    progress: bool = True
 
     @classmethod
     def of(cls, train_kwargs: dict[str, Any] | None) -> TrainSettings:
@@ -84,7 +85,7 @@ class TrainSettings:
     def result_settings(self) -> dict[str, Any]:
         """The settings that change the trained weights (a checkpoint's and an adapter's)."""
         data = dataclasses.asdict(self)
-        for name in ("threads", "checkpoint_every", "min_examples"):
+        for name in ("threads", "checkpoint_every", "min_examples", "progress"):
             data.pop(name)
         return data
 
@@ -129,16 +130,18 @@ def free_disk(path: Path) -> int:
 
 def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettings, longest: int):
     """Refuse, with one line, a training this machine cannot hold: the base model, its LoRA and
-    the longest example's activations in memory; the adapter and checkpoint on disk."""
+    the longest example's activations in memory; the adapter and checkpoint on disk. With
+    ``longest`` 0 (no example known yet) the model alone: a training needs at least that."""
     shape = lora.base_shape(model_path)
     params, per_rank = shape.parameters(), shape.lora_per_rank()
     need = params * BYTES_PER_PARAM + longest * BYTES_PER_TOKEN
     have = available_memory()
     if need > have:
+        examples = f"longest example {longest:,} tokens" if longest else "before any example"
         raise InputError(
             f"not enough memory to finetune {spec.name}: about {need / 2**30:.1f} GB needed "
-            f"({params / 1e6:.0f}M parameters, longest example {longest:,} tokens), "
-            f"{have / 2**30:.1f} GB available; free memory or lower max_tokens"
+            f"({params / 1e6:.0f}M parameters, {examples}), {have / 2**30:.1f} GB available; "
+            f"free memory or {'lower max_tokens' if longest else 'finetune a smaller model'}"
         )
     lora_params = per_rank * cfg.rank
     disk_need = lora_params * (2 + 4 * 4) + DISK_MARGIN  # f16 adapter; weights+Adam+grads fp32
@@ -149,6 +152,13 @@ def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettin
                 f"not enough disk in {where} to finetune {spec.name}: about "
                 f"{disk_need / 2**20:.0f} MB needed, {free / 2**20:.0f} MB free"
             )
+
+
+def preflight(model: str, cfg: TrainSettings) -> None:
+    """One line, before any example is collected, if this machine cannot train embedded model
+    ``model`` at all (``check_resources`` for the model alone: its examples add to it)."""
+    spec, _ = lora.parse_model_id(model)
+    check_resources(spec, embedded.model_path(spec.name), cfg, longest=0)
 
 
 def checkpoints_dir() -> Path:
@@ -245,7 +255,8 @@ class CpuTrainingJob(TrainingJob):
 
 class LlamaCppProvider(Provider):
     """DSPy's training provider for the embedded models: LoRA on CPU, served by llama.cpp.
-    ``progress``: a progress bar on stderr while training."""
+    ``progress``: a progress bar on stderr while training (where the training settings'
+    ``progress`` does not turn it off)."""
 
     def __init__(self, progress: bool = True):
         super().__init__()
@@ -303,7 +314,8 @@ def finetune(
 ) -> str:
     """Train a LoRA of embedded model ``model`` (a model id or netcast name; a tuned id trains a
     new adapter of its base) on chat examples; return the tuned model's id. Checks everything
-    it can before loading the model (see the module docstring)."""
+    it can before loading the model (see the module docstring). A progress bar shows with
+    ``progress`` and the settings' ``progress`` both on."""
     spec, _ = lora.parse_model_id(model)
     lora.require_extra()
     from netcast.models import training
@@ -323,7 +335,8 @@ def finetune(
     key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
 
-    display = training.StepProgress(f"finetune {spec.name}") if progress else None
+    shown = progress and cfg.progress
+    display = training.StepProgress(f"finetune {spec.name}") if shown else None
 
     def notice(text: str) -> None:
         if display is not None:

@@ -243,6 +243,20 @@ def stop_on_sigint(stop: threading.Event, notice: Callable[[str], None]) -> Iter
         signal.signal(signal.SIGINT, previous)
 
 
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Torch's CPU threads (in the calling thread) set to ``threads``, and back to as many as
+    before at the end."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 @dataclass
 class TrainResult:
     losses: list[float]
@@ -270,10 +284,10 @@ def train(
     """Train ``model``'s trainable parameters on ``examples`` (loss on reply tokens only),
     resuming from ``checkpoint`` if it holds a state for ``key``, saving one every
     ``checkpoint_every`` steps and when ``stop`` is set (then ``TrainingInterrupted``).
-    ``on_step(step, total, loss)`` after each step. The checkpoint is removed at the end."""
+    ``on_step(step, total, loss)`` after each step. The checkpoint is removed at the end.
+    The steps run on ``threads`` torch CPU threads (``torch_threads``)."""
     import torch
 
-    torch.set_num_threads(threads)
     stop = stop or threading.Event()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
@@ -294,7 +308,7 @@ def train(
     elif state.step:
         notice(f"resuming from the checkpoint at step {state.step} of {total}")
     model.train()
-    with stop_on_sigint(stop, notice):
+    with torch_threads(threads), stop_on_sigint(stop, notice):
         for step in range(state.step, total):
             if stop.is_set():
                 save_checkpoint(checkpoint, model, optimizer, scheduler, state, key)

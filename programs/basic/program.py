@@ -44,6 +44,10 @@ class BasicRAG(NetcastProgram):
         else:  # a short span: the output is capped (reasoning, when on, is not)
             self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
+    @classmethod
+    def most_calls(cls, knobs: Knobs) -> int:
+        return 1  # the answer step (the precision step scores passages outside any step)
+
     def forward(self, question: str) -> dspy.Prediction:
         k, signal = self.knobs.k, self.knobs.rerank_signal
         if self.knobs.rerank_pool == 0 and signal == "retriever":

@@ -73,6 +73,10 @@ class MultiHop(NetcastProgram):
             ]
             self.generate_answer = dspy.Predict(GenerateAnswer, max_tokens=ANSWER_TOKENS)
 
+    @classmethod
+    def most_calls(cls, knobs: Knobs) -> int:
+        return knobs.max_steps + 1  # every hop's query (no early stop), then the answer
+
     def forward(self, question: str) -> dspy.Prediction:
         k = self.knobs.k
         session = self.search_session(question)

@@ -11,7 +11,7 @@ import dspy
 import pytest
 from typer.testing import CliRunner
 
-from helpers import ScriptedEngine, tiny_base
+from helpers import GGUFEngine, ScriptedEngine, tiny_base
 from netcast.artifacts import read_artifact
 from netcast.cli.app import app
 from netcast.errors import InputError, ModelFileError
@@ -89,17 +89,29 @@ def trainer(monkeypatch):
     return calls
 
 
-def recipe_for(qa_file, program="basic", optimizer="finetune", **settings):
+def recipe_for(
+    qa_file,
+    program="basic",
+    optimizer="finetune",
+    *,
+    limit=8,
+    knobs=None,
+    teacher="model",
+    select_on="dev",
+    **settings,
+):
     train = {"min_examples": 4, **settings.pop("train", {})}
     return make_recipe(
         program=program,
-        knobs={},
+        knobs=knobs or {},
         dataset=qa_file,
-        train_limit=8,
+        train_limit=limit,
         dev_limit=4,
         optimizer=optimizer,
         optimizer_settings={"train": train, **settings},
         model="embedded",
+        teacher=teacher,
+        select_on=select_on,
     )
 
 
@@ -224,19 +236,9 @@ def test_the_artifact_holds_the_adapter_its_hashes_provenance_and_loss_and_load_
 
 
 def test_load_runs_the_adapter_on_the_engine_the_tuned_id_names(qa_file, tmp_path, trainer):
-    class Engine(SchemaEngine):
-        """A scripted engine saying which model files it runs (what the tuned copy rewires)."""
-
-        def __init__(self, model_path, lora_path=None):
-            super().__init__(lambda p: {"answer": "tuned" if self.lora_path else f"Word{word(p)}"})
-            self.model_path, self.lora_path = model_path, lora_path
-
-        def dump_state(self):
-            return {"model_path": self.model_path, "lora_path": self.lora_path}
-
-        @classmethod
-        def load_state(cls, state):
-            return cls(**state)
+    class Engine(GGUFEngine):
+        def base_answer(self, prompt):
+            return f"Word{word(prompt)}"
 
     lm = embedded_lm(None, engine=Engine(str(embedded.model_path())))
     result = compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm, reload=True)
@@ -369,6 +371,92 @@ def test_too_few_passing_examples_are_refused_before_training(
     assert not (tmp_path / "art").exists()
 
 
+def test_too_few_training_questions_are_refused_in_one_line_before_any_call(
+    qa_file, tmp_path, monkeypatch
+):
+    import sys
+
+    from netcast.models.llama import load_cpu_backends
+
+    # llama.cpp's first load in a process logs a line through Python's stderr, which the
+    # command line holds back (on its file descriptor) but CliRunner would capture
+    load_cpu_backends()
+    monkeypatch.setattr(training, "load_base", never)
+    lm = embedded_lm(right_except(set()))
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    out = tmp_path / "art"
+    result = CliRunner().invoke(
+        app,
+        [
+            *("compile", "--out", str(out), "--dataset", qa_file, "--optimizer", "finetune"),
+            *("--train-limit", "5"),
+        ],
+    )
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1, result.output
+    assert (
+        "5 training question(s) give basic at most 5 example(s), fewer than min_examples=8"
+        in (lines[0])
+    )
+    assert "--train-limit" in lines[0] and "--finetune-set min_examples=N" in lines[0]
+    assert lm.engine.chats == [] and not out.exists()
+
+
+MIN_8 = {"train": {"min_examples": 8}}
+
+
+@pytest.mark.parametrize(
+    ("program", "optimizer", "teacher", "limit", "match"),
+    [
+        # multihop (2 hops): 3 examples a question at most
+        ("multihop", "finetune", "model", 2, r"2 training question\(s\) give multihop at most 6"),
+        ("basic", "finetune", "annotations", 7, r"7 training question\(s\) give basic at most 7"),
+        # better-together selecting on training questions trains on the others
+        ("basic", "better-together", "model", 8, r"2 training question\(s\) \(of 8; the others"),
+    ],
+)
+def test_too_few_training_questions_for_min_examples_are_refused_before_any_call(
+    qa_file, tmp_path, monkeypatch, program, optimizer, teacher, limit, match
+):
+    monkeypatch.setattr(training, "load_base", never)
+    lm = embedded_lm(right_except(set()))
+    select_on = "train" if optimizer == "better-together" else "dev"
+    recipe = recipe_for(
+        qa_file, program, optimizer, limit=limit, teacher=teacher, select_on=select_on, **MIN_8
+    )
+    with pytest.raises(InputError, match=match):
+        compile_recipe(recipe, tmp_path / "art", lm=lm)
+    assert lm.engine.chats == []
+
+
+def test_enough_questions_for_min_examples_go_on_to_collect_the_examples(
+    qa_file, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(training, "load_base", never)
+    lm = embedded_lm(right_except(set(range(24))))  # every answer wrong: no example passes
+    # multihop: 3 questions, 3 calls each: 9 examples could reach min_examples
+    recipe = recipe_for(qa_file, "multihop", limit=3, **MIN_8)
+    with pytest.raises(InputError, match=r"only 0 finetune example.s. after filtering"):
+        compile_recipe(recipe, tmp_path / "art", lm=lm)
+    assert lm.engine.chats  # the traces were collected, then refused
+
+
+@pytest.mark.parametrize("short", ["memory", "disk"])
+def test_a_machine_without_the_memory_or_disk_to_train_is_refused_before_any_call(
+    qa_file, tmp_path, monkeypatch, short
+):
+    monkeypatch.setattr(training, "load_base", never)
+    memory, disk = (1 << 30, 1 << 40) if short == "memory" else (1 << 40, 1 << 20)
+    monkeypatch.setattr(finetune, "available_memory", lambda: memory)
+    monkeypatch.setattr(finetune, "free_disk", lambda path: disk)
+    lm = embedded_lm(right_except(set()))
+    with pytest.raises(InputError, match=f"not enough {short} .*to finetune embedded") as err:
+        compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm)
+    assert "\n" not in str(err.value)
+    assert lm.engine.chats == [] and not (tmp_path / "art").exists()
+
+
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
@@ -387,24 +475,13 @@ def test_bad_settings_are_refused_when_the_recipe_is_made(qa_file, settings, mat
 # -- better-together ----------------------------------------------------------------------------
 
 
-class LoraEngine(SchemaEngine):
+class LoraEngine(GGUFEngine):
     """Right on even questions with the base model, on every one with an adapter."""
-
-    def __init__(self, model_path, lora_path=None):
-        super().__init__(self.reply)
-        self.model_path, self.lora_path = model_path, lora_path
 
     def reply(self, prompt):
         n = word(prompt)
         right = self.lora_path or (n and int(n) % 2 == 0)
         return {"answer": f"Word{n}" if right else "nope"}
-
-    def dump_state(self):
-        return {"model_path": self.model_path, "lora_path": self.lora_path}
-
-    @classmethod
-    def load_state(cls, state):
-        return cls(**state)
 
 
 def test_better_together_keeps_the_tuned_step_that_scores_best_and_saves_its_adapter(
@@ -455,6 +532,80 @@ def test_netcast_compile_tunes_with_the_settings_given_and_prints_the_adapter(
     assert recipe["finetune"]["settings"]["epochs"] == 2
     assert len(recipe["finetune"]["loss_curve"]) == 2 * len(trainer[0]["chats"])
     assert any(x.startswith("adapter: lora.gguf (sha256 ") for x in result.output.splitlines())
+
+
+@pytest.fixture
+def threads_seen(monkeypatch):
+    """Torch's CPU threads at each training step (in the training's own thread)."""
+    import torch
+
+    seen, original = [], training.train
+
+    def watched(*args, on_step=None, **kwargs):
+        def step(*report):
+            seen.append(torch.get_num_threads())
+            if on_step is not None:
+                on_step(*report)
+
+        return original(*args, on_step=step, **kwargs)
+
+    monkeypatch.setattr(training, "train", watched)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("args", "threads"),
+    [
+        ([], 3),  # every core (3 here)
+        (["--threads", "1"], 1),
+        (["--threads", "1", "--finetune-set", "threads=2"], 2),  # the finetune's own setting
+    ],
+)
+def test_compile_threads_reach_the_training(
+    qa_file, tmp_path, trainer, threads_seen, monkeypatch, args, threads
+):
+    import os
+    import sys
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    lm = embedded_lm(right_except(WRONG))
+    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    result = CliRunner().invoke(
+        app,
+        [
+            *("compile", "--out", str(tmp_path / "art"), "--dataset", qa_file),
+            *("--train-limit", "8", "--dev-limit", "4", "--optimizer", "finetune"),
+            *("--finetune-set", "min_examples=4", *args),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert threads_seen and set(threads_seen) == {threads}
+
+
+def test_annotation_finetune_trains_on_the_threads_the_compile_gives(
+    hidden_gold_file, tmp_path, trainer, threads_seen, monkeypatch
+):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    recipe = recipe_for(hidden_gold_file, knobs={"k": 1}, teacher="annotations")
+    lm = embedded_lm(right_except(set()))
+    compile_recipe(recipe, tmp_path / "art", lm=lm, train_threads=1)
+    assert threads_seen and set(threads_seen) == {1}
+
+
+@pytest.mark.parametrize(
+    ("teacher", "progress"), [("model", True), ("model", False), ("annotations", False)]
+)
+def test_the_training_progress_bar_shows_only_where_the_compile_shows_progress(
+    hidden_gold_file, tmp_path, trainer, capsys, teacher, progress
+):
+    recipe = recipe_for(hidden_gold_file, knobs={"k": 1}, teacher=teacher)
+    lm = embedded_lm(lambda prompt: {"answer": f"Secret{word(prompt)}"})
+    compile_recipe(recipe, tmp_path / "art", lm=lm, progress=progress)
+    assert trainer  # it trained
+    assert ("finetune embedded" in capsys.readouterr().err) is progress
 
 
 @pytest.mark.parametrize(

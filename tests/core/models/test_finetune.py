@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from dspy.teleprompt.bootstrap_finetune import build_call_data_from_trace
 
-from helpers import tiny_base
+from helpers import GGUFEngine, tiny_base
 from netcast.errors import InputError, ModelFileError
 from netcast.models import embedded, finetune, lora, training
 from netcast.models.factory import EmbeddedLM, default_adapter, make_lm
@@ -88,21 +88,6 @@ def _store_adapter(spec=SPEC, rank: int = 2, base_for_names=SPEC) -> str:
         meta={"settings": {"rank": rank}, "examples": 3, "loss_curve": [2.0, 1.5]},
     )
     return record.sha256
-
-
-class GGUFEngine(SchemaEngine):
-    """A scripted engine that says which model files it runs (what ``attach`` rewires)."""
-
-    def __init__(self, model_path, lora_path=None):
-        super().__init__(lambda prompt: {"answer": "tuned" if self.lora_path else "base"})
-        self.model_path, self.lora_path = model_path, lora_path
-
-    def dump_state(self):
-        return {"model_path": self.model_path, "lora_path": self.lora_path}
-
-    @classmethod
-    def load_state(cls, state):
-        return cls(**state)
 
 
 def test_a_copy_for_a_tuned_id_runs_the_adapter_and_a_copy_back_runs_the_base():

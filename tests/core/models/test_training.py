@@ -169,6 +169,22 @@ def test_the_thread_setting_is_honoured(tmp_path):
     assert set(seen) == {1}
 
 
+def test_training_gives_torch_back_the_threads_it_had(tmp_path):
+    before = torch.get_num_threads()
+    requested = 1 if before > 1 else 2
+    seen = []
+    try:
+        trained(
+            tmp_path / "c.pt",
+            threads=requested,
+            on_step=lambda *a: seen.append(torch.get_num_threads()),
+        )
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert set(seen) == {requested} and after == before
+
+
 def test_progress_shows_step_loss_and_eta():
     from rich.console import Console
 
