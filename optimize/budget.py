@@ -11,7 +11,9 @@ Checked = Literal["chunk", "trial"]
 
 class CallBudget:
     """Model calls a search may spend (``limit``; ``None``: no limit), counted as calls that
-    reached the model (DSPy cache hits are free). ``checked`` is when the limit is looked at:
+    reached the model (DSPy cache hits are free), or, with ``cached_free=False``, as every
+    call the programs made, cached or not (the race: its choices and its length then do not
+    depend on what the cache holds). ``checked`` is when the limit is looked at:
 
     - ``"chunk"`` (the strategy race, and each survivor's share of it): a chunk of questions
       is started only when the calls left cover it at the most calls one question of that
@@ -26,19 +28,23 @@ class CallBudget:
         limit: int | None = None,
         most: dict[str, int] | None = None,
         checked: Checked = "chunk",
+        cached_free: bool = True,
     ):
         self.limit = limit
+        self.cached_free = cached_free
         self.spent = 0
         self.most = most if most is not None else {}  # per program, calls of its worst question
         self.checked = checked
 
     @staticmethod
-    def cost(row: dict[str, Any]) -> int:
+    def cost(row: dict[str, Any], cached_free: bool = True) -> int:
+        """The calls one question's row is charged."""
         scores = row["scores"]
-        return int(scores.get("lm_calls") or 0) - int(scores.get("cached_calls") or 0)
+        cached = int(scores.get("cached_calls") or 0) if cached_free else 0
+        return int(scores.get("lm_calls") or 0) - cached
 
     def charge(self, program: str, rows: Sequence[dict[str, Any]], extra: int = 0) -> None:
-        self.spent += sum(self.cost(r) for r in rows) + extra
+        self.spent += sum(self.cost(r, self.cached_free) for r in rows) + extra
         if rows:
             worst = max(int(r["scores"].get("lm_calls") or 0) for r in rows)
             self.most[program] = max(self.most.get(program, 0), worst)
@@ -64,7 +70,7 @@ class CallBudget:
 
     def lane(self, limit: int | None) -> CallBudget:
         """A share of what is left, with the same per-question estimates."""
-        return CallBudget(limit, self.most)
+        return CallBudget(limit, self.most, cached_free=self.cached_free)
 
     def absorb(self, lane: CallBudget) -> None:
         self.spent += lane.spent

@@ -89,7 +89,7 @@ class Arm:
         return (agg.get("tokens_in") or 0) + (agg.get("tokens_out") or 0)
 
     def calls(self) -> int:
-        return sum(CallBudget.cost(r) for r in self.rows)
+        return sum(CallBudget.cost(r, cached_free=False) for r in self.rows)
 
 
 @dataclass
@@ -108,6 +108,11 @@ class Lane:
         """After a wave: whether one of its arms is still in the race."""
         running = any(a.strategy == self.name and a.state == "running" for a in arms)
         self.idle = 0 if running else self.idle + 1
+
+    @property
+    def until_due(self) -> int:
+        """Waves until it next brings an arm (0: in contention, or due now)."""
+        return 0 if self.idle == 0 else (1 << (self.idle - 1).bit_length()) - self.idle
 
     @property
     def due(self) -> bool:

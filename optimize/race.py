@@ -23,7 +23,9 @@ the steps: ``optimize.halving``):
    prompt tokens a question wins. The winner's test against its strategy's defaults (on the
    questions both scored) is recorded.
 
-The budget counts calls that reached the model (answers from DSPy's cache are free). In the
+The budget counts every call the arms' programs made, answered from DSPy's cache or not (the
+race's choices and length do not depend on what the cache holds; a rerun on a warm cache is
+fast, not longer). In the
 first wave each strategy's first question is scored before any other question (what a
 question of it costs is unknown until then; a budget below one call a question of the first
 rung is refused before any call); a chunk of questions is scored as far as the calls left
@@ -286,7 +288,8 @@ class _Race:
             return demo_sources(name, s.demos)
 
         lanes_ = lanes(built, held, sources, tele.lm, tele.seed)
-        race = cls(tele, built, held, valset, list(pool), first, lanes_, CallBudget(s.budget))
+        calls = CallBudget(s.budget, cached_free=False)
+        race = cls(tele, built, held, valset, list(pool), first, lanes_, calls)
         if fixed := getattr(student, "fixed", None):  # before the first call: what --set reaches
             race.tell("knobs", {**race.state(), "scope": knob_scope(list(built), fixed)})
         return race
@@ -337,6 +340,11 @@ class _Race:
             for lane in self.lanes.values():
                 lane.settle(kept)
             wave += 1
+            # waves in which no open strategy is due bring nothing: skip them at once
+            skip = min((lane.until_due for lane in self.lanes.values() if lane.open), default=0)
+            for lane in self.lanes.values():
+                lane.idle += skip * bool(lane.idle)
+            wave += skip
 
     def score(self, arm: Arm, n: int) -> bool:
         """``arm`` scored up to ``n`` questions; False when the budget ends the race."""

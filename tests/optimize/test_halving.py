@@ -191,6 +191,32 @@ def test_the_budget_is_never_exceeded_by_more_than_one_chunk(scripted_lm, bm25, 
         assert {r["knobs"]["k"] for r in result.table if r["program"] == "basic"} != {5}
 
 
+def test_a_race_on_a_warm_cache_makes_the_same_choices_within_the_same_budget(
+    scripted_lm, bm25, tmp_path
+):
+    # every call counts, answered from DSPy's cache or not: a second race over the same cache
+    # (no saved rows) calls no model, and still stops where the first did instead of taking
+    # every arm of every grid for free
+    def respond(prompt):
+        if is_multihop(prompt):
+            return {"reasoning": "so", "query": "capital France", "answer": "Paris"}
+        return {"answer": "Paris" if passages(prompt) <= 3 else "Berlin"}
+
+    examples = train(tmp_path)
+    lm, engine = scripted_lm(respond, cache=True)
+    cold = race(lm, bm25, examples, workdir=tmp_path / "cold", budget=120)
+    calls = len(engine.prompts)
+    lm, engine = scripted_lm(respond, cache=True)
+    warm = race(lm, bm25, examples, workdir=tmp_path / "warm", budget=120)
+    assert engine.prompts == []  # every answer came from the cache
+    assert 0 < calls <= 120 + CHUNK * 3 and warm.spent == cold.spent >= calls
+
+    def arms(result):
+        return [(r["program"], r["knobs"], r["n"], r["state"]) for r in result.table]
+
+    assert arms(warm) == arms(cold) and warm.choice == cold.choice
+
+
 def arm(name, right, tokens, n=10, order=0):
     rows = [
         {"id": f"q{i}", "scores": {"f1": float(i < right), "tokens_in": tokens}} for i in range(n)

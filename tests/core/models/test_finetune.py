@@ -444,6 +444,8 @@ def test_a_second_ctrl_c_interrupts_at_once():
     import os
     import signal
 
+    # Python's own Ctrl-C handler before the job (whatever an earlier test left installed)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     job = finetune.CpuTrainingJob()
     try:
         os.kill(os.getpid(), signal.SIGINT)
@@ -452,7 +454,8 @@ def test_a_second_ctrl_c_interrupts_at_once():
             os.kill(os.getpid(), signal.SIGINT)
     finally:
         job.restore_sigint()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        signal.signal(signal.SIGINT, before)
 
 
 def test_dspy_bootstrap_finetune_compiles_a_program_onto_the_tuned_model(monkeypatch):
