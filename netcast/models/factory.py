@@ -223,10 +223,12 @@ def default_adapter(lm: Any) -> dspy.Adapter:
 
 def decoding_info(lm: Any) -> dict[str, str]:
     """What a run records of ``lm``'s decoding beyond its name: ``{"decoding": "free"}`` for an
-    embedded model with constrained decoding off (so a run of it never resumes one under the
-    default), else nothing."""
+    embedded model with constrained decoding off, ``{"adapter": "merged"}`` for one serving a
+    tuned model's adapter merged into its weights (so a run of either never resumes one under
+    the defaults), else nothing."""
     engine = getattr(lm, "engine", None)
-    return {"decoding": "free"} if getattr(engine, "constrained", True) is False else {}
+    info = {"decoding": "free"} if getattr(engine, "constrained", True) is False else {}
+    return info | ({"adapter": "merged"} if getattr(engine, "merge_lora", False) is True else {})
 
 
 def embedded_name(lm: Any) -> str | None:
