@@ -9,11 +9,14 @@ with the ``gguf`` package, dequantizes each weight the adapter touches, adds ``a
 unchanged into an F16 intermediate, then has llama.cpp quantize that file to the base's file type
 with each tensor pinned to the type it has in the base: untouched tensors are copied byte for
 byte, merged ones are quantized again to their own type. A sidecar ``.sha256`` holds the built
-file's hash; a cached file that no longer matches it is built again."""
+file's hash; a cached file that no longer matches it is built again. Every file is written under
+a temporary name in the cache directory and renamed into place; what a killed build left there
+is removed by the next one of the same key."""
 
 from __future__ import annotations
 
 import ctypes
+import glob
 import logging
 import os
 import re
@@ -78,6 +81,7 @@ def _merged(base_path: Path, adapter_path: Path, base_sha: str, adapter_sha: str
     target = merged_path(base_sha, adapter_sha)
     target.parent.mkdir(parents=True, exist_ok=True)
     with key_lock(target):
+        _remove_stale(target)
         if _intact(target):
             return target
         if target.exists():
@@ -90,6 +94,25 @@ def _merged(base_path: Path, adapter_path: Path, base_sha: str, adapter_sha: str
 
 def _sidecar(target: Path) -> Path:
     return target.with_name(target.name + ".sha256")
+
+
+def _temporary(target: Path, kind: str) -> Path:
+    """This process's temporary file for ``target`` (``kind``: what it holds), beside it."""
+    return target.with_name(f".{target.name}.{kind}.{os.getpid()}.tmp")
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove the temporary files of ``target`` that a killed build left (the caller holds the
+    key's lock, so no build of it is running): an F16 intermediate is larger than the model."""
+    for stale in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+        log.info("%s: removing what an interrupted build left", stale)
+        stale.unlink(missing_ok=True)
+
+
+def _write_sidecar(target: Path, sha: str) -> None:
+    tmp = _temporary(target, "sha256")
+    tmp.write_text(f"{sha} {_stamp(target)}\n")
+    tmp.replace(_sidecar(target))
 
 
 def _stamp(path: Path) -> str:
@@ -108,21 +131,22 @@ def _intact(target: Path) -> bool:
         return True
     if embedded.sha256_of(target) != sha:
         return False
-    sidecar.write_text(f"{sha} {_stamp(target)}\n")
+    _write_sidecar(target, sha)
     return True
 
 
 def _build(base_path: Path, adapter_path: Path, target: Path) -> None:
-    tag = f"{os.getpid()}.tmp"
-    unquantized = target.with_name(f".{target.name}.f16.{tag}")
-    quantized = target.with_name(f".{target.name}.{tag}")
+    """Build ``target`` through temporary files beside it (removed on any error; a killed
+    build's are removed by the next build, ``_remove_stale``), renamed into place."""
+    unquantized = _temporary(target, "f16")
+    quantized = _temporary(target, "gguf")
     try:
         types, file_type = write_merged(base_path, adapter_path, unquantized)
         quantize(unquantized, quantized, file_type, types)
         unquantized.unlink()
         sha = embedded.sha256_of(quantized)
         quantized.replace(target)
-        _sidecar(target).write_text(f"{sha} {_stamp(target)}\n")
+        _write_sidecar(target, sha)
     finally:
         unquantized.unlink(missing_ok=True)
         quantized.unlink(missing_ok=True)

@@ -97,6 +97,54 @@ def test_a_damaged_cached_file_is_built_again(pair):
     assert merge.merged_model(base, sha).read_bytes() == good
 
 
+def temporaries(path):
+    return sorted(p.name for p in path.parent.iterdir() if p.name.endswith(".tmp"))
+
+
+KILLED = """
+import os, sys
+from pathlib import Path
+from netcast.models import merge
+
+def killed(source, out, *args):  # the process dies in the quantize step: no cleanup runs
+    out.write_bytes(b"half a model")
+    os._exit(9)
+
+merge.quantize = killed
+merge.merged_model(Path(sys.argv[1]), sys.argv[2])
+"""
+
+
+def test_a_failed_or_killed_build_leaves_no_file_and_the_next_build_clears_its_debris(
+    pair, monkeypatch
+):
+    import subprocess
+    import sys
+
+    base, base_sha, sha, _ = pair
+    path = merge.merged_path(base_sha, sha)
+
+    def fails(source, out, *args):
+        out.write_bytes(b"half a model")
+        raise RuntimeError("quantizer crashed")
+
+    with monkeypatch.context() as patched:  # an error in the quantize step: all removed at once
+        patched.setattr(merge, "quantize", fails)
+        with pytest.raises(RuntimeError, match="quantizer crashed"):
+            merge.merged_model(base, sha)
+    assert not path.exists() and not temporaries(path)
+    # a process killed in the quantize step cleans nothing up: the next build does
+    died = subprocess.run([sys.executable, "-c", KILLED, str(base), sha], check=False)
+    assert died.returncode == 9
+    left = temporaries(path)
+    assert not path.exists() and len(left) == 2  # the F16 intermediate and the partial file
+    other = path.with_name(f".{'0' * 64}-{sha}.gguf.f16.1.tmp")  # another key's: not this build's
+    other.write_bytes(b"building")
+    assert merge.merged_model(base, sha) == path
+    assert temporaries(path) == [other.name]
+    assert merge._intact(path)
+
+
 @pytest.mark.parametrize(
     ("targets", "match"),
     [
