@@ -110,14 +110,18 @@ def load(
     model: Any = None,
     retriever: Retriever | None = None,
     allow_pickle: bool = False,
+    merge_adapter: bool = False,
 ):
     """A ready compiled program from an artifact directory: knobs and prompts restored, index
     re-opened (content hash checked), and the program bound to its model (``program.set_lm``):
     the recipe's model, with the LM settings it was compiled with (an embedded model's context
     window), unless ``model`` (a model name or a ``dspy.BaseLM``) overrides it. An artifact
     whose model was tuned (``lora.gguf``) serves its adapter over that model, which must be the
-    adapter's base (``netcast.models.lora.serve_artifact_adapter``). DSPy's global settings are
-    left alone, so two loaded programs keep their own models."""
+    adapter's base (``netcast.models.lora.serve_artifact_adapter``). ``merge_adapter=True``
+    serves it merged into a cached copy of the model file instead (``netcast.models.merge``:
+    near the base model's speed, a few greedy tokens apart from the runtime adapter's); an LM
+    given as ``model`` that already merges (``make_lm(..., merge_adapter=True)``) keeps doing
+    so. DSPy's global settings are left alone, so two loaded programs keep their own models."""
     import dspy
 
     from netcast.artifacts import load_program_state, read_artifact
@@ -135,6 +139,10 @@ def load(
         from netcast.models.lora import serve_artifact_adapter
 
         lm = serve_artifact_adapter(lm, Path(directory), recipe["finetune"])
+        if merge_adapter:
+            from netcast.models.finetune import merging
+
+            lm = merging(lm)
     retriever = retriever or retriever_from_recipe(recipe["retriever"])
     program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
     load_program_state(program, Path(directory), allow_pickle)

@@ -136,3 +136,73 @@ class GGUFEngine(SchemaEngine):
     @classmethod
     def load_state(cls, state):
         return cls(**state)
+
+
+def tiny_gguf_base(path, seed: int = 0, hidden: int = 64, ffn: int = 128, vocab: int = 64):
+    """A 2-block random Qwen2 written as a GGUF file (Q8_0 matrices, F32 norms): enough header
+    for llama.cpp's quantizer, no vocabulary. Returns ``path``."""
+    import gguf
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    writer.add_context_length(128)
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(2)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(2)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_string("netcast.test", "tiny")
+
+    def matrix(name, rows, cols):
+        data = rng.standard_normal((rows, cols)).astype(np.float32) * 0.1
+        q8 = gguf.GGMLQuantizationType.Q8_0
+        writer.add_tensor(name, gguf.quants.quantize(data, q8), raw_dtype=q8)
+
+    kv = hidden // 4 * 2
+    matrix("token_embd.weight", vocab, hidden)
+    for i in range(2):
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(hidden, dtype=np.float32))
+        matrix(f"blk.{i}.attn_q.weight", hidden, hidden)
+        matrix(f"blk.{i}.attn_k.weight", kv, hidden)
+        matrix(f"blk.{i}.attn_v.weight", kv, hidden)
+        matrix(f"blk.{i}.attn_output.weight", hidden, hidden)
+        writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(hidden, dtype=np.float32))
+        matrix(f"blk.{i}.ffn_gate.weight", ffn, hidden)
+        matrix(f"blk.{i}.ffn_up.weight", ffn, hidden)
+        matrix(f"blk.{i}.ffn_down.weight", hidden, ffn)
+    writer.add_tensor("output_norm.weight", np.ones(hidden, dtype=np.float32))
+    matrix("output.weight", vocab, hidden)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def tiny_gguf_adapter(path, targets: dict[str, tuple[int, int]], rank: int = 4, alpha=8.0):
+    """A GGUF LoRA over ``targets`` ({base tensor name: (rows, cols)} in numpy order) with
+    random A and B; returns {name: (A, B)} as float32 arrays (A (rank, cols), B (rows, rank))."""
+    import gguf
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    writer.add_type(gguf.GGUFType.ADAPTER)
+    writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
+    writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(alpha))
+    pairs = {}
+    for name, (rows, cols) in sorted(targets.items()):
+        a = rng.standard_normal((rank, cols)).astype(np.float16)
+        b = rng.standard_normal((rows, rank)).astype(np.float16)
+        writer.add_tensor(f"{name}.lora_a", a)
+        writer.add_tensor(f"{name}.lora_b", b)
+        pairs[name] = (a.astype(np.float32), b.astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return pairs

@@ -18,6 +18,7 @@ from netcast.cli.options import (
     IndexOpt,
     KnobOpt,
     LimitOpt,
+    MergeAdapterOpt,
     ModelOpt,
     RetriesOpt,
     RetrieverOpt,
@@ -756,6 +757,7 @@ def bench(
     retries: RetriesOpt = None,
     timeout: TimeoutOpt = None,
     constrained: ConstrainedOpt = True,
+    merge_adapter: MergeAdapterOpt = False,
     spec: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(
@@ -768,6 +770,8 @@ def bench(
     from netcast.specs.bench import resolve_programs, run_bench
 
     if spec is not None:
+        if merge_adapter:  # a spec's rows are the ones it declares, every run alike
+            _fail("--merge-adapter does not go with --spec: drop it")
         _bench_spec(ctx, spec, threads, api_base, retries, timeout)
         return
     from netcast.retrievers.store import kind_for_index
@@ -775,7 +779,8 @@ def bench(
     retriever = kind_for_index(retriever, index)
     names = resolve_programs(programs)
     sets = [d.strip() for d in datasets.split(",") if d.strip()]
-    lm = _lm(model, api_base, retries, constrained, timeout)
+    merging = {"merge_adapter": True} if merge_adapter else {}
+    lm = _lm(model, api_base, retries, constrained, timeout, **merging)
     done_dir, results = run_bench(
         run_dir,
         names,

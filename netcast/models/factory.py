@@ -24,6 +24,11 @@ DEFAULT_N_CTX = 8192
 # seconds a model called over HTTP may take to reply before the call fails: a local CPU server
 # answers a long RAG prompt in about a minute, more with several questions queued on it
 DEFAULT_TIMEOUT = 300.0
+# a tuned embedded model applies its LoRA adapter at run time unless merge_adapter=True (a cached
+# merged file, netcast.models.merge): benchmarks/merged_model.py found the merged file faster
+# (prompts 0.93x base against 0.70x) but its top-1 tokens agreed with the runtime adapter's at
+# only 192 of 199 answer positions (requantization), a smoke run with a random adapter
+MERGE_ADAPTER = False
 _cache_state: dict[str, str | None] = {"dir": None}
 
 
@@ -93,9 +98,11 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
             max_tokens=max_tokens,
             prefix_cache=prefix_cache,
             constrained=lm_kwargs.pop("constrained", True),
+            merge_lora=lm_kwargs.pop("merge_adapter", MERGE_ADAPTER),
         )
         lm_kwargs.setdefault("num_retries", 0)
         return EmbeddedLM(name, engine, max_tokens=max_tokens, **lm_kwargs)
+    lm_kwargs.pop("merge_adapter", None)  # no adapter of netcast's to merge
     lm_kwargs.pop("constrained", None)  # a provider's structured output: see default_adapter
     lm_kwargs.setdefault("max_tokens", 1024)
     lm_kwargs.setdefault("num_retries", 3)
@@ -216,10 +223,12 @@ def default_adapter(lm: Any) -> dspy.Adapter:
 
 def decoding_info(lm: Any) -> dict[str, str]:
     """What a run records of ``lm``'s decoding beyond its name: ``{"decoding": "free"}`` for an
-    embedded model with constrained decoding off (so a run of it never resumes one under the
-    default), else nothing."""
+    embedded model with constrained decoding off, ``{"adapter": "merged"}`` for one serving a
+    tuned model's adapter merged into its weights (so a run of either never resumes one under
+    the defaults), else nothing."""
     engine = getattr(lm, "engine", None)
-    return {"decoding": "free"} if getattr(engine, "constrained", True) is False else {}
+    info = {"decoding": "free"} if getattr(engine, "constrained", True) is False else {}
+    return info | ({"adapter": "merged"} if getattr(engine, "merge_lora", False) is True else {})
 
 
 def embedded_name(lm: Any) -> str | None:

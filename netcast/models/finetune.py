@@ -404,3 +404,15 @@ def attach(lm: dspy.LM) -> dspy.LM:
     copied = lm.copy(engine=type(engine).load_state(state))
     copied.embedded_name = spec.name
     return copied
+
+
+def merging(lm: dspy.LM) -> dspy.LM:
+    """A copy of embedded LM ``lm`` whose engine serves its LoRA adapter merged into a cached
+    copy of the model file (``netcast.models.merge``) rather than applied at run time; ``lm``
+    itself is left as it is. An engine that already merges, or runs no GGUF (a test's scripted
+    one), is kept."""
+    engine = lm.engine
+    state = engine.dump_state() if hasattr(engine, "dump_state") else {}
+    if "merge_lora" not in state or state["merge_lora"]:
+        return lm
+    return lm.copy(engine=type(engine).load_state({**state, "merge_lora": True}))

@@ -125,6 +125,9 @@ class LlamaCppEngine:
 
     ``lora_path``: a GGUF LoRA adapter llama.cpp applies over the model (a tuned model,
     ``netcast.models.finetune``; checked against the model before it gets here).
+    ``merge_lora``: the adapter is merged into a cached copy of the model at load instead
+    (``netcast.models.merge``, built once per model and adapter), which runs at the base
+    model's speed.
 
     ``constrained=True`` decodes under the JSON schema of a request's ``response_format`` (what
     DSPy's JSONAdapter sends once the engine declares it takes one) with xgrammar's token mask
@@ -142,6 +145,7 @@ class LlamaCppEngine:
         prefix_cache: str = "predictor",
         constrained: bool = True,
         lora_path: str | None = None,
+        merge_lora: bool = False,
     ):
         if prefix_cache not in PREFIX_CACHE_MODES:
             raise ValueError(f"prefix_cache must be one of {PREFIX_CACHE_MODES}")
@@ -153,6 +157,7 @@ class LlamaCppEngine:
         self.prefix_cache = prefix_cache
         self.constrained = constrained
         self.lora_path = str(lora_path) if lora_path else None
+        self.merge_lora = bool(merge_lora)
         self._llm = None
         self._grammars = None
         self._lock = threading.Lock()
@@ -164,15 +169,20 @@ class LlamaCppEngine:
             from llama_cpp import Llama
 
             load_cpu_backends()
+            model_path, lora_path = self.model_path, self.lora_path
+            if lora_path and self.merge_lora:
+                from netcast.models.merge import merged_model_of
+
+                model_path, lora_path = str(merged_model_of(model_path, lora_path)), None
             # an adapter's load logs a line per tensor on stderr: held back
-            with quiet_native_stderr() if self.lora_path else contextlib.nullcontext():
+            with quiet_native_stderr() if lora_path else contextlib.nullcontext():
                 self._llm = Llama(
-                    model_path=self.model_path,
+                    model_path=model_path,
                     n_ctx=self.n_ctx,
                     n_threads=self.n_threads,
                     n_threads_batch=self.n_threads,
                     seed=self.seed,
-                    lora_path=self.lora_path,
+                    lora_path=lora_path,
                     verbose=False,
                 )
             _LOADED.add(self)
@@ -404,6 +414,7 @@ class LlamaCppEngine:
             "prefix_cache": self.prefix_cache,
             "constrained": self.constrained,
             "lora_path": self.lora_path,
+            "merge_lora": self.merge_lora,
         }
 
     @classmethod

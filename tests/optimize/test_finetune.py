@@ -256,6 +256,111 @@ def tuned_artifact(qa_file, tmp_path, trainer):
     return compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm).artifact, lm
 
 
+# -- a tuned artifact served merged (netcast.models.merge) -----------------------------------
+
+MERGED = "/merged/base-adapter.gguf"
+
+
+@pytest.fixture
+def llama_loads(monkeypatch):
+    """What llama.cpp is asked to load (model file, adapter file): no model is read; a merge
+    is recorded, not built (tests/core/models/test_merge.py builds real ones)."""
+    import llama_cpp
+
+    from netcast.models import merge
+
+    loads, merges = [], []
+
+    class FakeLlama:
+        def __init__(self, **kwargs):
+            loads.append((kwargs["model_path"], kwargs["lora_path"]))
+
+        def close(self):
+            pass
+
+    def merged_model_of(base, adapter):
+        merges.append((str(base), str(adapter)))
+        return MERGED
+
+    monkeypatch.setattr(llama_cpp, "Llama", FakeLlama)
+    monkeypatch.setattr(merge, "merged_model_of", merged_model_of)
+    return loads, merges
+
+
+def served(program) -> None:
+    """Load the model the program's steps run (as their first call would)."""
+    (engine,) = {id(p.lm.engine): p.lm.engine for p in program.predictors()}.values()
+    engine._model()
+
+
+def test_load_with_merge_adapter_serves_the_merged_file_by_default_the_runtime_adapter(
+    tuned_artifact, llama_loads
+):
+    from netcast.models import make_lm
+
+    artifact, _ = tuned_artifact
+    loads, merges = llama_loads
+    sha = read_artifact(artifact)[0]["finetune"]["adapter"]["sha256"]
+    base, adapter = str(embedded.model_path()), str(lora.adapter_path(sha))
+    tuned = lora.tuned_model_id(SPEC, sha)
+
+    served(load(artifact))  # the default: llama.cpp applies the adapter at run time
+    assert loads == [(base, adapter)] and not merges
+
+    program = load(artifact, merge_adapter=True)
+    assert {p.lm.model for p in program.predictors()} == {tuned}  # the same model id
+    served(program)
+    assert loads[1:] == [(MERGED, None)] and merges == [(base, adapter)]
+
+    given = make_lm("embedded")  # an LM given: its copy merges, the LM itself is unchanged
+    served(load(artifact, model=given, merge_adapter=True))
+    assert loads[2:] == [(MERGED, None)] and given.engine.merge_lora is False
+    # an LM made to merge keeps merging
+    served(load(artifact, model=make_lm("embedded", merge_adapter=True)))
+    assert loads[3:] == [(MERGED, None)] and len(merges) == 3
+
+
+def test_bench_merge_adapter_serves_a_compiled_tuned_artifact_merged(
+    tuned_artifact, qa_file, llama_loads, monkeypatch, tmp_path
+):
+    import netcast.specs.bench as bench
+    from netcast.errors import InputError
+
+    artifact, _ = tuned_artifact
+    loads, merges = llama_loads
+    sha = read_artifact(artifact)[0]["finetune"]["adapter"]["sha256"]
+    entries = bench._entries
+
+    def served_then_stop(*args):
+        for _, program in entries(*args):
+            served(program)
+        raise InputError("stop here")
+
+    monkeypatch.setattr(bench, "_entries", served_then_stop)
+    args = ["bench", "--programs", "", "--compiled", str(artifact), "--datasets", qa_file]
+    base, adapter = str(embedded.model_path()), str(lora.adapter_path(sha))
+    for flag, load_, merge_, recorded in [
+        ([], (base, adapter), [], None),
+        (["--merge-adapter"], (MERGED, None), [(base, adapter)], "merged"),
+    ]:
+        loads.clear()
+        merges.clear()
+        run_dir = tmp_path / f"b{len(flag)}"
+        result = CliRunner().invoke(app, [*args, "--limit", "2", "--run-dir", str(run_dir), *flag])
+        assert result.exit_code == 2 and "error: stop here" in result.output, result.output
+        assert loads == [load_] and merges == merge_
+        # the run records it: a merged run never resumes a runtime-adapter one
+        assert json.loads((run_dir / "bench.json").read_text()).get("adapter") == recorded
+
+
+def test_merge_adapter_does_not_go_with_a_spec(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('title = "t"\ndataset = "hotpotqa-sample"\nprograms = ["basic"]\n')
+    result = CliRunner().invoke(app, ["bench", "--spec", str(spec), "--merge-adapter"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: --merge-adapter does not go with --spec: drop it"
+
+
 def test_an_adapter_of_another_base_model_is_refused_in_one_line(tuned_artifact):
     artifact, lm = tuned_artifact
     other = embedded_lm(right_except(WRONG), name="embedded-1.5b")
