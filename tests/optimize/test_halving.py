@@ -156,6 +156,8 @@ def test_a_killed_race_resumes_without_rescoring(scripted_lm, bm25, tmp_path):
     lm, _ = scripted_lm(dies)
     with pytest.raises(KeyboardInterrupt):
         race(lm, bm25, examples, workdir=tmp_path / "cut")
+    log = (tmp_path / "cut" / "chunks.jsonl").read_text().splitlines()
+    assert any(json.loads(line)["wave"] == 1 for line in log)  # it was killed in wave 1
     saved = sum(  # the calls of the questions the killed run saved
         json.loads(line)["scores"]["lm_calls"]
         for d in (tmp_path / "cut").glob("*-*-*")
@@ -346,9 +348,9 @@ def fold(tmp_path, n):
     return [example.copy(id=f"q{i}", question=question.format(i)) for i in range(n)]
 
 
-def profile_race(lm, names, examples, budget, report=None):
+def profile_race(lm, names, examples, budget, report=None, workdir=None):
     settings = RaceSettings(demos=NONE, first=10, budget=budget)
-    tele = StrategyRace(settings, lm=lm, report=report)
+    tele = StrategyRace(settings, lm=lm, report=report, workdir=workdir)
     with dspy.context(lm=lm):
         tele.compile(candidates(names, None, {}, lm), trainset=examples)
     return tele.result
@@ -417,3 +419,44 @@ def test_on_the_wide_profile_a_strategy_whose_defaults_trail_but_second_point_le
     assert result.program_name == "cost-basic" and result.knobs == {"variant": 1}
     (winner,) = [r for r in result.table if r["reason"] == "chosen"]
     assert winner["score"] == 1.0 and winner["n"] >= 20
+
+
+def test_a_killed_race_on_the_musique_profile_resumes_with_the_same_first_rungs(
+    scripted_lm, profiled, tmp_path
+):
+    # the first rungs are set from each strategy's first question: a rerun takes those rows
+    # (and the rest), makes exactly the calls the killed run had not, and the same choices
+    leading = {"iterkey": 0.7, "ircot": 0.5, "multihop": 0.5, "basic": 0.4}
+    respond = accuracy_script(lambda name, variant: leading.get(name, 0.2))
+    examples = fold(tmp_path, 31)
+    lm, engine = scripted_lm(respond)
+    whole = profile_race(lm, profiled, examples, 500, workdir=tmp_path / "whole")
+    total = len(engine.prompts)
+    count = {"n": 0}
+
+    def dies(prompt):  # killed within wave 1, after the first halving
+        count["n"] += 1
+        if count["n"] > 350:
+            raise KeyboardInterrupt
+        return respond(prompt)
+
+    lm, _ = scripted_lm(dies)
+    with pytest.raises(KeyboardInterrupt):
+        profile_race(lm, profiled, examples, 500, workdir=tmp_path / "cut")
+    log = (tmp_path / "cut" / "chunks.jsonl").read_text().splitlines()
+    assert any(json.loads(line)["wave"] == 1 for line in log)  # it was killed in wave 1
+    saved = sum(  # the calls of the questions the killed run saved
+        json.loads(line)["scores"]["lm_calls"]
+        for d in (tmp_path / "cut").glob("cost-*")
+        if (d / "predictions.jsonl").exists()
+        for line in (d / "predictions.jsonl").read_text().splitlines()
+    )
+    lm, engine = scripted_lm(respond)
+    resumed = profile_race(lm, profiled, examples, 500, workdir=tmp_path / "cut")
+    assert 300 < saved <= 350 and len(engine.prompts) == total - saved
+
+    def timeless(table):
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in table]
+
+    assert timeless(resumed.table) == timeless(whole.table)
+    assert resumed.spent == whole.spent and resumed.choice == whole.choice
