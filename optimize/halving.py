@@ -8,13 +8,19 @@ validation questions, ``n`` its fidelity.
 - ``entrants``: the arms a wave brings in: in the first, every strategy's defaults; after it,
   from each strategy still in contention the arms worth the same calls (a strategy at a
   tenth of another's calls a question brings ten arms to its one), so cheap arms are seen
-  early, and from a strategy out of contention its next arm after 1, 2, 4, ... waves.
-- ``drop_trailing``: the arms the paired sign-flip test says trail the rung's leader at
-  ``drop_p`` get no more calls.
+  early, and from a strategy out of contention its next arm after 1, 2, 4, ... waves; the
+  contenders' arms first, in turns (each one's nearest, then its next, ...).
+- ``first_rungs``: the questions a strategy's arms enter on: the first rung's, or, where
+  they would cost more than its share of a first wave held to 1/``eta`` of the budget, as
+  many as that share covers, at least the fewest on which the test can drop an arm.
+- ``ladder``: the rungs an arm climbs, one a wave: the first rung's questions, twice as
+  many, ... up to the whole fold.
+- ``drop_trailing``: the arms the paired sign-flip test says trail the leader at
+  ``drop_p`` (on a rung's questions, or on all each scored) get no more calls.
 - ``halve``: the better 1/``eta`` of a rung's arms by mean go on, and the cheapest in tokens a
   question that the test at ``alpha`` cannot tell apart from the leader (it can win only
-  among ties, which more questions decide); an arm an earlier wave kept (scored past the
-  rung) is ranked at the rung but leaves only at the last rung (the whole fold).
+  among ties, which more questions decide); the arms scored past the rung, and those judged
+  at their own rungs, are ranked but stay.
 - ``score_arm``: an arm scored up to ``n`` questions, a chunk at a time while the budget
   covers it, its rows saved in its own run directory (a rerun takes them, and charges them
   as the first run did, so it makes the same choices without calling the model again), and
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +112,7 @@ class Lane:
     entered: int = 0
     failed: str = ""
     idle: int = 0  # waves since one of its arms was last left in the race
+    first: int = 0  # the questions its arms are first scored on (``first_rungs``)
 
     def settle(self, arms: Sequence[Arm]) -> None:
         """After a wave: whether one of its arms is still in the race."""
@@ -154,30 +161,75 @@ def lanes(
 
 
 def entrants(lanes: dict[str, Lane], calls: CallBudget, wave: int) -> list[Arm]:
-    """The arms wave ``wave`` brings in: every strategy's defaults in the first; after it, from
-    each strategy in contention (an arm of it still in the race) as many of its next arms as
-    cost what one arm of the dearest of them does (by the most calls a question of each has
-    taken), and from each out of contention its next arm after 1, 2, 4, ... waves."""
+    """The arms wave ``wave`` brings in, in the order they are scored: every strategy's
+    defaults in the first; after it, from each strategy in contention (an arm of it still in
+    the race) as many of its next arms as cost what one arm of the dearest of them does (by
+    the most calls a question of each has taken), and from each out of contention its next
+    arm after 1, 2, 4, ... waves. Taken in turns: each strategy in contention's next arm,
+    then its arm after that, ..., then those of the strategies out of contention, so a
+    budget that ends within the wave has entered every contender's nearest arm first."""
     open_lanes = [lane for lane in lanes.values() if lane.open]
     if not open_lanes:
         return []
     cost = {lane.name: calls.per_question(lane.name) for lane in open_lanes}
     contending = [lane.name for lane in open_lanes if lane.idle == 0]
     dearest = max((cost[n] for n in contending), default=1)
-    new = []
+    counts = {}
     for lane in open_lanes:
         if wave == 0 or lane.idle:
             count = int(wave == 0 or lane.due)
         else:
             count = max(1, dearest // cost[lane.name])
-        for _ in range(min(count, len(lane.points) - lane.entered)):
-            new.append(lane.arm(wave))
+        counts[lane.name] = min(count, len(lane.points) - lane.entered)
+    new = []
+    for group in ([n for n in open_lanes if not n.idle], [n for n in open_lanes if n.idle]):
+        for turn in range(max((counts[lane.name] for lane in group), default=0)):
+            new += [lane.arm(wave) for lane in group if turn < counts[lane.name]]
     return new
 
 
-def drop_trailing(alive: Sequence[Arm], n: int, metric: str, drop_p: float) -> Arm:
-    """Drop the arms that trail the leader (the best mean on the first ``n`` questions) by the
-    paired test at ``drop_p``; the leader."""
+def first_rungs(
+    lanes: dict[str, Lane],
+    calls: CallBudget,
+    first: int,
+    budget: int | None,
+    eta: int,
+    drop_p: float,
+) -> None:
+    """Each strategy's first rung (``Lane.first``), set once its first question is scored:
+    ``first`` questions, or, where they would cost more than its share of a first wave held
+    to 1/``eta`` of the budget (``budget / (eta x strategies)`` calls, at its most calls a
+    question so far), as many as that share covers, but no fewer than the paired test needs
+    to drop an arm at ``drop_p`` (``fewest``: 6 at 0.05). The dear strategies' defaults then
+    leave most of the budget to the next arms of the strategies in contention."""
+    share = budget // (eta * len(lanes)) if budget is not None else None
+    least = min(first, fewest(drop_p))
+    for lane in lanes.values():
+        n = first if share is None else share // calls.per_question(lane.name)
+        lane.first = min(first, max(least, n))
+
+
+def fewest(drop_p: float) -> int:
+    """The fewest questions on which the paired sign-flip test can drop an arm at ``drop_p``:
+    its smallest p, one arm behind on every question, is 2 / 2**n."""
+    n = 1
+    while 2 / 2**n >= drop_p:
+        n += 1
+    return n
+
+
+def ladder(first: int, fold: int) -> list[int]:
+    """The rungs' questions: ``first``, twice as many, ... up to the whole fold."""
+    rungs = [min(first, fold)]
+    while rungs[-1] < fold:
+        rungs.append(min(2 * rungs[-1], fold))
+    return rungs
+
+
+def drop_trailing(alive: Sequence[Arm], n: int | None, metric: str, drop_p: float) -> Arm:
+    """Drop the arms that trail the leader (the best mean on the first ``n`` questions; None:
+    on every question each scored) by the paired test at ``drop_p`` (on the questions both
+    scored); the leader."""
     leader = max(alive, key=lambda a: (a.mean(metric, n), -a.tokens()))
     for arm in alive:
         if arm is leader:
@@ -191,11 +243,20 @@ def drop_trailing(alive: Sequence[Arm], n: int, metric: str, drop_p: float) -> A
     return leader
 
 
-def halve(alive: Sequence[Arm], n: int, metric: str, eta: int, alpha: float, last: bool) -> None:
+def halve(
+    alive: Sequence[Arm],
+    n: int,
+    metric: str,
+    eta: int,
+    alpha: float,
+    last: bool,
+    stay: Collection[Arm] = (),
+) -> None:
     """The rung of ``n`` questions halved: the better 1/``eta`` of ``alive`` by mean (fewer
     tokens among equals) and the cheapest the test at ``alpha`` cannot tell apart from the
-    leader are kept; the newcomers not kept leave (halved). Below the ``last`` rung the arms
-    scored past it (kept by an earlier wave) take their places in the ranking but stay."""
+    leader are kept; the others leave (halved), except the arms in ``stay`` (arms judged at
+    their own rung) and, below the ``last`` rung, the arms scored past it: those take their
+    places in the ranking but stay."""
     if len(alive) <= 1:
         return
     ranked = sorted(alive, key=lambda a: (-a.mean(metric, n), a.tokens(), a.strategy, a.order))
@@ -204,7 +265,7 @@ def halve(alive: Sequence[Arm], n: int, metric: str, eta: int, alpha: float, las
     ties = [a for a in alive if not paired(lead, a.scores(metric, n), interval=False).beats(alpha)]
     kept.append(min(ties, key=lambda a: (a.tokens(), a.strategy, a.order)))
     for arm in alive:
-        if arm not in kept and (last or len(arm.rows) <= n):
+        if arm not in kept and arm not in stay and (last or len(arm.rows) <= n):
             arm.state = "halved"
             arm.reason = f"{arm.mean(metric, n):.3f}, not in the better 1/{eta} on {n}"
 

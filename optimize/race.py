@@ -11,13 +11,20 @@ the steps: ``optimize.halving``):
    arms of each strategy in contention (an arm of it still in the race), nearest its defaults
    first, as many as cost what one arm of the dearest of them does (cheap arms are seen
    early), and the next arm of each strategy out of contention after 1, 2, 4, ... waves.
-2. Rungs. A wave's arms, with the arms earlier waves kept, are scored on the first ``first``
-   validation questions, then twice as many, up to the whole fold. At each rung an arm that
-   trails the leader by the paired sign-flip test at ``drop_p`` gets no more calls; the
-   better 1/``eta`` by mean go on, and the cheapest the test at ``alpha`` cannot tell apart
-   from the leader; an arm an earlier wave kept (scored past the rung) is ranked but stays
-   until the last rung, and those the last rung keeps meet the next wave. An arm whose
-   replies fit no field leaves; a model error takes its strategy out.
+2. Rungs, breadth first (as asynchronous successive halving, ASHA, promotes): an arm enters
+   on the first ``first`` validation questions (its strategy's first rung: fewer where they
+   would cost more than its share of a first wave held to 1/``eta`` of the budget,
+   ``halving.first_rungs``) and climbs one rung a wave (twice the questions, up to the whole
+   fold). A wave scores the contenders' new arms in turns (each one's nearest, then its
+   next, ...), then lets the arms earlier waves kept climb a rung (the lower rungs first),
+   then scores the arms of the strategies out of contention: no arm climbs before the next
+   arms of the strategies in contention have been scored. At each rung an arm that trails
+   the leader by the paired sign-flip test at ``drop_p`` gets no more calls, as does, before
+   a climb, one trailing the best arm left on the questions both scored; the better
+   1/``eta`` by mean go on, and the cheapest the test at ``alpha`` cannot tell apart from
+   the leader; the arms scored past the rung are ranked but stay, and at the last rung
+   every arm that reached it is judged alike. An arm whose replies fit no field leaves; a
+   model error takes its strategy out.
 3. Choice. Among the arms scored on the most questions, the best validation score, except
    that among the arms the test at ``alpha`` cannot tell apart from it, the cheapest in
    prompt tokens a question wins. The winner's test against its strategy's defaults (on the
@@ -60,7 +67,9 @@ from netcast.optimize.halving import (
     Scorer,
     drop_trailing,
     entrants,
+    first_rungs,
     halve,
+    ladder,
     lanes,
     score_arm,
 )
@@ -323,24 +332,42 @@ class _Race:
         return self.programs[arm.key]
 
     def run(self) -> None:
-        """Waves of arms, each raced with the arms earlier waves kept (module docstring),
-        until every arm has entered or the budget ends the race."""
-        kept: list[Arm] = []
+        """Waves (module docstring): each brings its arms in at their first rung, then the
+        arms earlier waves kept climb a rung, until every arm has entered and settled or the
+        budget ends the race."""
+        fold = len(self.valset)
         wave = 0
-        while any(lane.open for lane in self.lanes.values()):
-            if new := entrants(self.lanes, self.calls, wave):  # none: every open one waits
+        while True:
+            # the arms earlier waves kept, below the whole fold: they climb after the entrants
+            climbers = [a for a in self.arms if a.state == "running" and len(a.rows) < fold]
+            new = entrants(self.lanes, self.calls, wave)
+            if not new and not climbers and not any(lane.open for lane in self.lanes.values()):
+                return
+            if new:
                 self.arms += new
                 self.tell("wave", {**self.state(), "wave": wave, "entered": len(new)})
-                # in the first wave each strategy's first question before any other: its
-                # calls a question are unknown until then
-                if wave == 0 and not all(self.score(arm, 1) for arm in new):
-                    return
-                if not self.rungs([*kept, *new]):
-                    return
-                kept = [a for a in [*kept, *new] if a.state == "running"]
+                if wave == 0:
+                    # each strategy's first question before any other: its calls a question
+                    # are unknown until then, and they set its first rung
+                    if not all(self.score(arm, 1) for arm in new):
+                        return
+                    s = self.tele.settings
+                    first_rungs(self.lanes, self.calls, self.first, s.budget, s.eta, s.drop_p)
+            # the contenders' next arms enter, then the kept arms climb, then the arms of the
+            # strategies out of contention enter
+            contending = [a for a in new if self.lanes[a.strategy].idle == 0]
+            if contending and not self.enter(contending):
+                return
+            if climbers and not self.climb(climbers):
+                return
+            others = [a for a in new if self.lanes[a.strategy].idle]
+            if others and not self.enter(others):
+                return
             for lane in self.lanes.values():
-                lane.settle(kept)
+                lane.settle(self.arms)
             wave += 1
+            if any(a.state == "running" and len(a.rows) < fold for a in self.arms):
+                continue  # a wave with nothing to enter still has arms to climb
             # waves in which no open strategy is due bring nothing: skip them at once
             skip = min((lane.until_due for lane in self.lanes.values() if lane.open), default=0)
             for lane in self.lanes.values():
@@ -367,25 +394,58 @@ class _Race:
                     other.state, other.reason = "failed", f"{arm.name}: {arm.reason}"
         return outcome != "budget"
 
-    def rungs(self, field_: list[Arm]) -> bool:
-        """``field_`` raced over doubling questions up to the whole fold; False when the
-        budget ends the race."""
-        s, metric = self.tele.settings, self.tele.metric
-        n = self.first
-        while True:
-            for arm in field_:
+    def enter(self, new: list[Arm]) -> bool:
+        """A wave's arms scored on their strategies' first rungs, in turn, and judged at the
+        first rung with the arms earlier waves kept, which are ranked there but stay (they
+        are judged at their own rungs); False when the budget ends the race."""
+        for arm in new:
+            if not self.score(arm, self.lanes[arm.strategy].first or self.first):
+                return False
+        older = [a for a in self.arms if a.state == "running" and a not in new]
+        self.judge([*older, *new], self.first, stay=older)
+        return True
+
+    def climb(self, climbers: list[Arm]) -> bool:
+        """Each arm earlier waves kept scored up to its next rung (the lower rungs first), and
+        judged there with the arms scored past it, which are ranked but stay, except at the
+        last rung (the whole fold), where every arm that reached it is judged alike. Before
+        each rung's climb, an arm that trails the best arm left on the questions both scored
+        (at ``drop_p``) is dropped: it climbs no further. False when the budget ends the
+        race."""
+        s, metric, fold = self.tele.settings, self.tele.metric, len(self.valset)
+        rungs = ladder(self.first, fold)
+        target = {id(a): next(n for n in rungs if n > len(a.rows)) for a in climbers}
+        for n in sorted(set(target.values())):
+            if left := [a for a in self.arms if a.state == "running" and a.rows]:
+                drop_trailing(left, None, metric, s.drop_p)
+            group = [a for a in climbers if target[id(a)] == n and a.state == "running"]
+            for arm in group:
                 if not self.score(arm, n):
                     return False
-            alive = [a for a in field_ if a.state == "running"]
-            last = n >= len(self.valset)
-            if alive:
-                leader = drop_trailing(alive, n, metric, s.drop_p)
-                alive = [a for a in alive if a.state == "running"]
-                halve(alive, n, metric, s.eta, s.alpha, last)
-                self.tell("rung", {**self.state(), "questions": n, "leader": leader})
-            if last or not alive:
-                return True
-            n = min(2 * n, len(self.valset))
+            last = n >= fold
+            rest = [
+                a
+                for a in self.arms
+                if a.state == "running"
+                and all(a is not b for b in group)
+                and (len(a.rows) > n or (last and len(a.rows) == n))
+            ]
+            self.judge([*group, *rest], n, last=last)
+        return True
+
+    def judge(
+        self, field_: list[Arm], n: int, last: bool = False, stay: Sequence[Arm] = ()
+    ) -> None:
+        """A rung of ``n`` questions: the arms of ``field_`` trailing the leader at ``drop_p``
+        dropped, the rest halved (``optimize.halving.halve``)."""
+        s, metric = self.tele.settings, self.tele.metric
+        alive = [a for a in field_ if a.state == "running" and a.rows]
+        if not alive:
+            return
+        leader = drop_trailing(alive, n, metric, s.drop_p)
+        alive = [a for a in alive if a.state == "running"]
+        halve(alive, n, metric, s.eta, s.alpha, last or n >= len(self.valset), stay)
+        self.tell("rung", {**self.state(), "questions": n, "leader": leader})
 
     def finalists(self) -> list[Arm]:
         """The arms judged: those left in the race scored on the most questions (the others

@@ -94,7 +94,9 @@ class RaceSettings(JointSettings):
     grid point, demonstration source), its arms (``optimize.halving``), on held-out training
     questions. ``budget``: model calls the whole race may spend (checked before each chunk
     of questions); ``demos``, ``share``: as the joint compile's; ``first``: the questions of
-    the first rung (each rung doubles them, up to the validation fold); ``drop_p``: the p at
+    the first rung (each rung doubles them, up to the validation fold; a strategy whose first
+    rung would cost more than its share of 1/``eta`` of the budget enters on fewer, at least
+    the fewest on which ``drop_p`` can drop it); ``drop_p``: the p at
     which an arm trailing the leader by the paired test gets no more calls; ``eta``: a rung
     keeps the better 1/``eta`` of its newcomers (and the cheapest not told apart from the
     leader at ``alpha``); ``alpha``: the test that tells a cheaper arm from the best."""

@@ -13,11 +13,13 @@ import pytest
 from helpers import DOCS, WordCounter, capitals_file, last_question
 from netcast.corpus import Corpus, Document
 from netcast.data import load_dataset
-from netcast.optimize.halving import CHUNK, Arm, halve
+from netcast.optimize.budget import CallBudget
+from netcast.optimize.halving import CHUNK, Arm, Lane, fewest, first_rungs, halve, ladder
 from netcast.optimize.joint import grid_points, knob_grid
 from netcast.optimize.race import StrategyRace, candidates
 from netcast.optimize.settings import RaceSettings
-from netcast.programs import get_program
+from netcast.programs import PROGRAMS, NetcastProgram, get_program
+from netcast.programs import knobs as knobs_mod
 from netcast.retrievers.bm25 import BM25Retriever
 
 FIXED = {"chain_of_thought": False, "links": 0, "max_steps": 2}
@@ -154,9 +156,12 @@ def test_a_killed_race_resumes_without_rescoring(scripted_lm, bm25, tmp_path):
     lm, _ = scripted_lm(dies)
     with pytest.raises(KeyboardInterrupt):
         race(lm, bm25, examples, workdir=tmp_path / "cut")
+    log = (tmp_path / "cut" / "chunks.jsonl").read_text().splitlines()
+    assert any(json.loads(line)["wave"] == 1 for line in log)  # it was killed in wave 1
     saved = sum(  # the calls of the questions the killed run saved
         json.loads(line)["scores"]["lm_calls"]
         for d in (tmp_path / "cut").glob("*-*-*")
+        if (d / "predictions.jsonl").exists()  # an arm killed on its first question has none
         for line in (d / "predictions.jsonl").read_text().splitlines()
     )
     lm, engine = scripted_lm(respond)
@@ -234,6 +239,34 @@ def test_a_rung_keeps_the_better_third_and_the_cheapest_tie():
     assert field[2].state == "halved" and "better 1/3 on 10" in field[2].reason
 
 
+def test_an_arm_judged_at_its_own_rung_is_ranked_but_stays():
+    older = arm("old", 1, 500)  # kept by an earlier wave, on as many questions as the newcomers
+    field = [arm("a", 9, 500), arm("b", 8, 500), older]
+    halve(field, 10, "f1", 3, 0.1, last=False, stay=[older])
+    assert older.state == "running" and field[1].state == "halved"
+
+
+def test_the_first_rung_of_a_dear_strategy_is_held_to_its_share_of_the_budget():
+    # the MuSiQue profile's worst calls a question after each strategy's first question
+    worst = {"basic": 1, "multihop": 3, "combined": 5, "ircot": 9, "iterkey": 14}
+    calls = CallBudget(500, most=dict(worst))
+    lanes_ = {n: Lane(n, [], {}) for n in [*worst, "a", "b", "c", "d"]}  # nine strategies
+    for n in "abcd":
+        calls.most[n] = 1
+    first_rungs(lanes_, calls, 10, 500, 3, 0.05)  # a share of 500 / (3 x 9): 18 calls
+    assert {n: lanes_[n].first for n in worst} == {
+        "basic": 10,
+        "multihop": 6,
+        "combined": 6,
+        "ircot": 6,
+        "iterkey": 6,
+    }
+    first_rungs(lanes_, calls, 10, None, 3, 0.05)  # no budget: every one on the first rung
+    assert {lane.first for lane in lanes_.values()} == {10}
+    assert fewest(0.05) == 6 and fewest(0.01) == 8  # 2 / 2**6 < 0.05 <= 2 / 2**5
+    assert ladder(10, 31) == [10, 20, 31] and ladder(10, 60) == [10, 20, 40, 60]
+
+
 def test_below_the_last_rung_an_arm_kept_by_an_earlier_wave_stays():
     elite = arm("old", 6, 500, n=24)  # scored on the whole fold in an earlier wave
     field = [arm("a", 9, 500), arm("b", 8, 500), elite]
@@ -241,3 +274,189 @@ def test_below_the_last_rung_an_arm_kept_by_an_earlier_wave_stays():
     assert elite.state == "running" and field[1].state == "halved"
     halve(field, 10, "f1", 3, 0.1, last=True)  # at the last rung it is ranked and halved
     assert elite.state == "halved"
+
+
+# --- the measured MuSiQue cost profile (0.5B): calls a question of each strategy at its
+# defaults. Nine scripted strategies make those calls (a fraction: one more call on that share
+# of the questions), each with a grid of three points (its knob ``variant`` 0, 1, 2; 0 the
+# defaults, 1 the next), and are right on a share of the questions set per (strategy, variant).
+
+PROFILE = {
+    "basic": 1.0, "one_shot": 1.0, "multihop": 3.0, "combined": 4.1, "iterative": 4.1,
+    "knowledge": 5.0, "search_r1": 5.7, "ircot": 9.0, "iterkey": 13.5,
+}  # fmt: skip
+
+
+class Step(dspy.Signature):
+    """Answer the question."""
+
+    arm: str = dspy.InputField()
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+def costed(name: str, calls: float) -> type:
+    """A strategy named ``cost-NAME`` making ``calls`` calls a question (on average)."""
+
+    class Costed(NetcastProgram):
+        class Knobs(knobs_mod.Knobs):
+            variant: int = knobs_mod.knob(0, search=knobs_mod.IntRange(0, 2))
+
+        def __init__(self, retriever=None, *, lm=None, **knob_values):
+            super().__init__(retriever, lm=lm, **knob_values)
+            self.step = dspy.Predict(Step)
+
+        def forward(self, question: str) -> dspy.Prediction:
+            q = int(re.match(r"Question (\d+):", question).group(1))
+            extra = (q * 7) % 10 < round((calls % 1) * 10)  # one more call on that share
+            arm = f"{self.name} {self.knobs.variant}"
+            for _ in range(int(calls) + extra):
+                answer = self.step(arm=arm, question=question).answer
+            return dspy.Prediction(answer=answer, evidence=[], context=[])
+
+    Costed.name = f"cost-{name}"
+    return Costed
+
+
+@pytest.fixture
+def profiled(monkeypatch):
+    """The nine strategies registered (for this test only); their names."""
+    for name, calls in PROFILE.items():
+        cls = costed(name, calls)
+        monkeypatch.setitem(PROGRAMS, cls.name, cls)
+    return [f"cost-{name}" for name in PROFILE]
+
+
+def accuracy_script(accuracy):
+    """Replies right ("Paris") on ``accuracy[(strategy, variant)]`` of the questions (spread
+    over them, a different spread per strategy), wrong otherwise."""
+
+    def respond(prompt):
+        arm = re.findall(r"\[\[ ## arm ## \]\]\n(.*?)\n", prompt)[-1]
+        name, variant = arm.split()
+        salt = sum(map(ord, name))
+        right = (number(prompt) * 37 + salt) % 100 < 100 * accuracy(name[5:], int(variant))
+        return {"answer": "Paris" if right else "Berlin"}
+
+    return respond
+
+
+def fold(tmp_path, n):
+    """``n`` training questions numbered 0 to n - 1, in that order (every one validating)."""
+    (example, *_) = train(tmp_path, 8)
+    question = "Question {}: what is the capital of France?"
+    return [example.copy(id=f"q{i}", question=question.format(i)) for i in range(n)]
+
+
+def profile_race(lm, names, examples, budget, report=None, workdir=None):
+    settings = RaceSettings(demos=NONE, first=10, budget=budget)
+    tele = StrategyRace(settings, lm=lm, report=report, workdir=workdir)
+    with dspy.context(lm=lm):
+        tele.compile(candidates(names, None, {}, lm), trainset=examples)
+    return tele.result
+
+
+def test_costed_strategies_make_the_measured_calls_a_question(scripted_lm, profiled, tmp_path):
+    # what the tests below rely on: over 10 questions, the profile's calls a question
+    lm, engine = scripted_lm(accuracy_script(lambda name, variant: 1.0))
+    examples = fold(tmp_path, 10)
+    for name in profiled:
+        program = get_program(name)(None, lm=lm)
+        before = len(engine.prompts)
+        with dspy.context(lm=lm):
+            for example in examples[:10]:
+                assert program(question=example.question).answer == "Paris"
+        assert (len(engine.prompts) - before) / 10 == PROFILE[name[5:]]
+
+
+def test_on_the_musique_profile_every_contender_after_the_first_halving_enters_its_next_arm(
+    scripted_lm, profiled, tmp_path
+):
+    # 500 calls over nine strategies on 31 validation questions, first rung 10: at their
+    # defaults on 10 questions alone they would cost 465 calls. The dear ones lead at their
+    # defaults (iterkey, then ircot and multihop); basic, the cheapest, is in contention as the
+    # cheapest tie. The old allocation took the first wave's survivors to 20 questions before
+    # any other arm entered, and its budget ended there: no second grid point entered.
+    leading = {"iterkey": 0.7, "ircot": 0.5, "multihop": 0.5, "basic": 0.4}
+    lm, engine = scripted_lm(accuracy_script(lambda name, variant: leading.get(name, 0.2)))
+    after_first_halving = {}  # strategy in contention -> the questions its defaults were scored on
+
+    def report(event, state):
+        if event == "rung" and not after_first_halving:
+            running = [a for a in state["arms"] if a.state == "running"]
+            after_first_halving.update({a.strategy: len(a.rows) for a in running})
+
+    result = profile_race(lm, profiled, fold(tmp_path, 31), 500, report)
+    contenders = after_first_halving
+    assert "cost-iterkey" in contenders and "cost-basic" in contenders  # dearest, cheapest
+    assert len(engine.prompts) <= 500 + CHUNK * 14  # the budget, at most a chunk of iterkey's
+    assert result.spent == len(engine.prompts) == sum(r["calls"] for r in result.table)
+    for name, first in contenders.items():
+        # its second grid point (variant 1) entered in the next wave, and was scored on as
+        # many questions as its defaults were on the first rung (6 to 10: the dear ones'
+        # first rung is held to their share of the budget)
+        (second,) = [r for r in result.table if r["program"] == name and r["knobs"]["variant"] == 1]
+        assert second["stage"] == "wave 1" and second["n"] >= first >= 6
+
+
+def test_on_the_wide_profile_a_strategy_whose_defaults_trail_but_second_point_leads_wins(
+    scripted_lm, profiled, tmp_path
+):
+    # the wide fold (60 validation questions), 1,200 calls: basic is poor at its defaults but
+    # right on every question at its second grid point; the dear strategies lead at theirs
+    def accuracy(name, variant):
+        if name == "basic":
+            return 1.0 if variant == 1 else 0.2
+        return {"iterkey": 0.6, "ircot": 0.55, "multihop": 0.5}.get(name, 0.3)
+
+    lm, engine = scripted_lm(accuracy_script(accuracy))
+    result = profile_race(lm, profiled, fold(tmp_path, 60), 1200)
+    assert len(engine.prompts) <= 1200 + CHUNK * 14
+    (defaults,) = [
+        r for r in result.table if r["program"] == "cost-basic" and r["stage"] == "wave 0"
+    ]
+    assert defaults["state"] in ("dropped", "halved")
+    assert result.program_name == "cost-basic" and result.knobs == {"variant": 1}
+    (winner,) = [r for r in result.table if r["reason"] == "chosen"]
+    assert winner["score"] == 1.0 and winner["n"] >= 20
+
+
+def test_a_killed_race_on_the_musique_profile_resumes_with_the_same_first_rungs(
+    scripted_lm, profiled, tmp_path
+):
+    # the first rungs are set from each strategy's first question: a rerun takes those rows
+    # (and the rest), makes exactly the calls the killed run had not, and the same choices
+    leading = {"iterkey": 0.7, "ircot": 0.5, "multihop": 0.5, "basic": 0.4}
+    respond = accuracy_script(lambda name, variant: leading.get(name, 0.2))
+    examples = fold(tmp_path, 31)
+    lm, engine = scripted_lm(respond)
+    whole = profile_race(lm, profiled, examples, 500, workdir=tmp_path / "whole")
+    total = len(engine.prompts)
+    count = {"n": 0}
+
+    def dies(prompt):  # killed within wave 1, after the first halving
+        count["n"] += 1
+        if count["n"] > 350:
+            raise KeyboardInterrupt
+        return respond(prompt)
+
+    lm, _ = scripted_lm(dies)
+    with pytest.raises(KeyboardInterrupt):
+        profile_race(lm, profiled, examples, 500, workdir=tmp_path / "cut")
+    log = (tmp_path / "cut" / "chunks.jsonl").read_text().splitlines()
+    assert any(json.loads(line)["wave"] == 1 for line in log)  # it was killed in wave 1
+    saved = sum(  # the calls of the questions the killed run saved
+        json.loads(line)["scores"]["lm_calls"]
+        for d in (tmp_path / "cut").glob("cost-*")
+        if (d / "predictions.jsonl").exists()
+        for line in (d / "predictions.jsonl").read_text().splitlines()
+    )
+    lm, engine = scripted_lm(respond)
+    resumed = profile_race(lm, profiled, examples, 500, workdir=tmp_path / "cut")
+    assert 300 < saved <= 350 and len(engine.prompts) == total - saved
+
+    def timeless(table):
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in table]
+
+    assert timeless(resumed.table) == timeless(whole.table)
+    assert resumed.spent == whole.spent and resumed.choice == whole.choice

@@ -100,7 +100,10 @@ def test_between_strategies_the_test_cannot_tell_apart_the_cheaper_wins(
     lm, _ = scripted_lm(script(wrong_on=[int(examples[0].id[1:])]))
     result = run(lm, bm25, examples)
     assert result.choice["top"] == "multihop"
-    assert result.choice["tied"] == ["basic k=1", "multihop k=1"]  # the cheapest of each
+    # the cheapest of each among those the test cannot tell apart (a multihop arm as dear as
+    # its k 1 may finish beside it: a last rung of four arms keeps two)
+    assert {"basic k=1", "multihop k=1"} <= set(result.choice["tied"])
+    assert result.choice["winner_arm"] == "basic k=1"
     assert result.choice["winner"] == "basic" and result.program_name == "basic"
     tokens = {r["program"]: r["tokens"] for r in result.table if r["stage"] == "wave 0"}
     assert tokens["basic"] < tokens["multihop"]
@@ -285,7 +288,12 @@ def test_the_race_logs_the_order_it_scored_its_chunks_in_and_a_resumed_race_adds
     log = (work / "chunks.jsonl").read_text()
     lines = [json.loads(line) for line in log.splitlines()]
     assert [(line["wave"], line["n"]) for line in lines[:2]] == [(0, 1), (0, 1)]  # probes
-    assert [line["wave"] for line in lines] == sorted(line["wave"] for line in lines)
+    # breadth before depth: the first wave's arms are scored on their first rung before any
+    # later arm, and the arms it kept climb past it only after the next wave's arms entered
+    first_of_wave_1 = next(i for i, line in enumerate(lines) if line["wave"] == 1)
+    assert all(line["wave"] == 0 and line["n"] <= 10 for line in lines[:first_of_wave_1])
+    climbs = [i for i, line in enumerate(lines) if line["wave"] == 0 and line["n"] > 10]
+    assert climbs and min(climbs) > first_of_wave_1
     spent, scored = 0, {}
     for line in lines:  # the calls of the rows each chunk added, in the log's order
         path = work / line["arm"] / "predictions.jsonl"

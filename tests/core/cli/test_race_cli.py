@@ -46,8 +46,14 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
         result.output
     )
     assert "; scoring multihop at its defaults (k 3, demos none): " in result.output
-    assert "race [rung] 40 calls of 60; 2 arms entered, 1 in the race, 1 out" in result.output
-    assert "; scoring basic k=3 (k 3, demos none): " in result.output  # the next wave's arm
+    # multihop's first rung held to its share of the budget (60 / (3 x 2) calls: 3 questions,
+    # raised to the 6 the paired test needs to drop it): basic's 10 calls and its 18
+    assert "race [rung] 28 calls of 60; 2 arms entered, 1 in the race, 1 out" in result.output
+    # the next wave's arm enters before the arm the first rung kept climbs to 20 questions
+    entered = result.output.index("; scoring basic k=3 (k 3, demos none): ")
+    assert entered < result.output.index(
+        "; scoring basic at its defaults (k 5, demos none): 1.000 on 15 q"
+    )
     assert "basic at its defaults" in result.output  # the score table's first column
     assert len(engine.prompts) <= 60 + 3 * 3  # the race's budget, then dev: before, after, reload
     recipe = json.loads((out / "recipe.json").read_text())
@@ -67,14 +73,14 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
     dropped = next(line for line in table if line.startswith("│ multihop "))
     assert "│ defaults " in dropped and "dropped: " + multihop_reason in dropped
     assert any(line.startswith("│ basic <- winner ") and "│ chosen" in line for line in table)
-    # every arm scored, with the questions it was scored on
+    # every arm scored, with the questions it was scored on (k 3: its first rung, 10)
     assert any(
-        line.startswith("│ basic ") and "│ k=3 " in line and "│ 6 " in line for line in table
+        line.startswith("│ basic ") and "│ k=3 " in line and "│ 10 " in line for line in table
     )
     # the race run again for another model (--from) shows the same live progress
     again = run("compile", "--from", out, "--model", "scripted/other", "--out", tmp_path / "b")
     assert again.exit_code == 0, again.output
-    assert "race [rung] 40 calls of 60" in again.output and "race winner: basic" in again.output
+    assert "race [rung] 28 calls of 60" in again.output and "race winner: basic" in again.output
 
 
 def test_race_arguments_are_refused_in_one_line_before_any_call(monkeypatch, scripted_lm, tmp_path):
