@@ -30,7 +30,7 @@ def prompt_text(example) -> str:
 def load(path, lora_path=None, logits_all=False, threads=2):
     from llama_cpp import Llama
 
-    from netcast.models.llama import load_cpu_backends, quiet_native_stderr
+    from netcast.models.native import load_cpu_backends, quiet_native_stderr
 
     load_cpu_backends()
     with quiet_native_stderr():

@@ -11,18 +11,17 @@ import contextlib
 import ctypes
 import hashlib
 import os
-import sys
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import llama_cpp
 import numpy as np
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import ContextLengthError, Message, Response, TextPart, Usage, response_to_events
+
+from netcast.models.native import load_cpu_backends, quiet_native_stderr
 
 # Engines with a model loaded, closed before the interpreter tears its modules down: a Llama
 # still alive then (kept by a failed question's traceback, say) would be freed by its __del__
@@ -35,53 +34,6 @@ _LOADED: weakref.WeakSet = weakref.WeakSet()
 def _close_loaded() -> None:
     for engine in list(_LOADED):
         engine.close()
-
-
-@contextlib.contextmanager
-def quiet_native_stderr() -> Iterator[None]:
-    """The process's stderr (file descriptor 2) silenced: llama.cpp logs a line per adapted
-    tensor when it loads an adapter ("cannot use buft 'CPU_REPACK', fallback to CPU"), which
-    ``verbose=False`` does not hold back. A failed load still raises."""
-    sys.stderr.flush()
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-
-
-def load_cpu_backends() -> int:
-    """Register llama.cpp's CPU backend where the build left that to the caller, and return how
-    many backends are registered.
-
-    A llama.cpp built with runtime CPU dispatch (``GGML_BACKEND_DL`` with
-    ``GGML_CPU_ALL_VARIANTS``: one CPU backend library per x86 level, the best one this CPU runs
-    picked when loaded) registers none by itself, and llama-cpp-python 0.3.36 loads none, so
-    every model load fails ("no backends are loaded"). Its wheel puts the variants in
-    ``site-packages/bin``; they are loaded from there into the copy of libggml that libllama
-    links against (``libggml.so.0``: the wheel's ``libggml.so`` is a separate copy with a
-    registry of its own). A build with the CPU backend linked in has one already: nothing is
-    done."""
-    lib_dir = Path(llama_cpp.__file__).parent / "lib"
-    ggml = ctypes.CDLL(str(lib_dir / "libggml.so.0"))
-    ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
-    variants = lib_dir.parent.parent / "bin"
-    if ggml.ggml_backend_reg_count() == 0 and any(variants.glob("libggml-cpu-*.so")):
-        # llama.cpp writes "load_backend: loaded CPU backend from ..." to the process's
-        # stderr: not under every command's output (a failure shows in the count returned)
-        sys.stderr.flush()
-        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(null, 2)
-            ggml.ggml_backend_load_all_from_path(str(variants).encode())
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(null)
-    return int(ggml.ggml_backend_reg_count())
 
 
 PREFIX_CACHE_MODES = ("off", "last", "predictor")

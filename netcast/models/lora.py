@@ -147,7 +147,7 @@ def base_shape(base_path: Path) -> BaseShape:
     import llama_cpp
     from llama_cpp._internals import LlamaModel
 
-    from netcast.models.llama import load_cpu_backends
+    from netcast.models.native import load_cpu_backends
 
     load_cpu_backends()
     params = llama_cpp.llama_model_default_params()

@@ -260,7 +260,7 @@ def quantize(source: Path, out: Path, file_type: int, types: dict[str, int]) -> 
     to its type in ``types`` (so tensors already of that type are copied as they are)."""
     import llama_cpp
 
-    from netcast.models.llama import load_cpu_backends, quiet_native_stderr
+    from netcast.models.native import load_cpu_backends, quiet_native_stderr
 
     load_cpu_backends()
     params = llama_cpp.llama_model_quantize_default_params()

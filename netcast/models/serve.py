@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import runpy
 
-from netcast.models.llama import load_cpu_backends
+from netcast.models.native import load_cpu_backends
 
 
 def main() -> None:

@@ -58,7 +58,7 @@ class ChatTokenizer:
         from llama_cpp._internals import LlamaModel
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        from netcast.models.llama import load_cpu_backends
+        from netcast.models.native import load_cpu_backends
 
         load_cpu_backends()
         params = llama_cpp.llama_model_default_params()
