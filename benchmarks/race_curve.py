@@ -127,24 +127,20 @@ def _json(path: Path) -> Any:
 
 
 def _rows(run_dir: Path) -> list[dict[str, Any]]:
+    from netcast.errors import InputError
+    from netcast.specs.model import saved_rows  # a torn last line (a kill mid-write) left out
+
     path = run_dir / "predictions.jsonl"
-    if not path.exists():
-        return []
-    rows = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for n, line in enumerate(lines, start=1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(lines):
-                break  # a torn last line (a kill mid-write): not scored
-            raise BadInput(f"{path}:{n}: not a JSON row") from None
+    try:
+        rows = saved_rows(path)
+    except InputError as err:
+        raise BadInput(str(err)) from None
+    for n, row in enumerate(rows, start=1):
         scores = row.get("scores") if isinstance(row, dict) else None
         if not isinstance(scores, dict) or "id" not in row:
             raise BadInput(f"{path}:{n}: a row needs an id and scores")
         if not isinstance(scores.get("lm_calls"), int | float):
             raise BadInput(f"{path}:{n}: scores.lm_calls missing (a row the race cannot charge)")
-        rows.append(row)
     return rows
 
 

@@ -62,16 +62,13 @@ class MultiHop(NetcastProgram):
     def __init__(self, retriever=None, *, lm=None, **knob_values):
         super().__init__(retriever, lm=lm, **knob_values)
         # one query writer per hop, as in the tutorial (each is compiled on its own)
-        if self.knobs.reasoning:
-            self.generate_query = [
-                dspy.ChainOfThought(GenerateSearchQuery) for _ in range(self.knobs.max_steps)
-            ]
-            self.generate_answer = dspy.ChainOfThought(GenerateAnswer)
-        else:
-            self.generate_query = [
-                dspy.Predict(GenerateSearchQuery) for _ in range(self.knobs.max_steps)
-            ]
-            self.generate_answer = dspy.Predict(GenerateAnswer, max_tokens=ANSWER_TOKENS)
+        step = dspy.ChainOfThought if self.knobs.reasoning else dspy.Predict
+        self.generate_query = [step(GenerateSearchQuery) for _ in range(self.knobs.max_steps)]
+        self.generate_answer = (
+            dspy.ChainOfThought(GenerateAnswer)
+            if self.knobs.reasoning
+            else dspy.Predict(GenerateAnswer, max_tokens=ANSWER_TOKENS)
+        )
 
     @classmethod
     def most_calls(cls, knobs: Knobs) -> int:
