@@ -67,6 +67,7 @@ from netcast.optimize.halving import (
     Scorer,
     drop_trailing,
     entrants,
+    fewest,
     first_rungs,
     halve,
     ladder,
@@ -199,25 +200,32 @@ def check_race(
     demos: Sequence[str],
     budget: int | None,
     first: int = RaceSettings.first,
+    drop_p: float = RaceSettings.drop_p,
 ) -> dict[str, dict[str, Any]]:
     """A race's knobs (``shared_knobs``), demonstration sources and budget checked before any
     model call; the knobs each program holds."""
     held = shared_knobs(names, fixed)
-    check_lanes(held, demos, budget, first)
+    check_lanes(held, demos, budget, first, drop_p)
     return held
 
 
 def check_lanes(
-    held: Mapping[str, dict[str, Any]], demos: Sequence[str], budget: int | None, first: int
+    held: Mapping[str, dict[str, Any]],
+    demos: Sequence[str],
+    budget: int | None,
+    first: int,
+    drop_p: float,
 ) -> None:
     """Each strategy's demonstration sources with the knobs it holds, and a budget that must
-    cover the first rung, checked before any model call."""
+    cover the first rung at its fewest questions (``first_rungs`` caps a rung to no fewer than
+    ``fewest(drop_p)``), at one call a question, checked before any model call."""
     for n, knobs in held.items():
         check_search(n, knobs, None, demo_sources(n, demos))
-    if budget is not None and budget < len(held) * first:
+    least = min(first, fewest(drop_p))
+    if budget is not None and budget < len(held) * least:
         raise InputError(
             f"--budget {budget} is too small for the race's first rung: {len(held)} programs x "
-            f"{first} questions need at least {len(held) * first} model calls"
+            f"{least} questions need at least {len(held) * least} model calls"
         )
 
 
@@ -290,7 +298,7 @@ class _Race:
             raise InputError("the race has no validation questions (give more training questions)")
         first = max(1, min(s.first, len(valset)))
         held = {n: held_knobs(p) for n, p in built.items()}
-        check_lanes(held, s.demos, s.budget, first)
+        check_lanes(held, s.demos, s.budget, first, s.drop_p)
         if tele.workdir:
             tele.workdir.mkdir(parents=True, exist_ok=True)
 

@@ -252,7 +252,14 @@ def _check_race(settings: RaceSettings, recipe: Recipe, trainset: Sequence) -> N
         raise InputError("--grid names one program's values; a race searches each one's grid")
     settings.check()
     programs = race_programs(recipe.program)
-    check_race(programs, recipe.knobs, settings.demos, settings.budget, settings.first)
+    check_race(
+        programs,
+        recipe.knobs,
+        settings.demos,
+        settings.budget,
+        settings.first,
+        settings.drop_p,
+    )
     _check_fold("strategy race", settings, trainset)
 
 
