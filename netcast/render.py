@@ -138,7 +138,9 @@ def state_cell(state: str, reason: str = "") -> str:
 
 def race_line(race: dict[str, Any]) -> str:
     """The race's choice in a sentence; a second line where the winner's joint compile tested a
-    grid point against its defaults (the test, and whether it took the point)."""
+    grid point against its defaults (the test, and whether it took the point); a last one where
+    the budget ended the race before the finalists were scored on the whole validation fold
+    (the questions the choice rests on)."""
     c = race["choice"]
     # a race of arms names the winning arm and the top one (strategy and knobs changed)
     winner, top = c.get("winner_arm", c["winner"]), c.get("top_arm", c["top"])
@@ -167,6 +169,12 @@ def race_line(race: dict[str, Any]) -> str:
             f"\n{c['winner']}: {tie}{point} ({gate['score']:.3f}) vs its defaults "
             f"({gate['default_score']:.3f}) on {gate['n']} validation questions: "
             f"{gate['diff']:+.3f}, sign-flip p = {gate['p']:.3f} (alpha {gate['alpha']}): {verdict}"
+        )
+    fold, n = c.get("validation_questions"), (c.get("versus_top") or {}).get("n")
+    if fold and n and n < fold:  # the budget ended the race before any arm scored the fold
+        line += (
+            f"\nthe budget ended before any arm was scored on all {fold} validation questions: "
+            f"the choice rests on {n} (a larger --budget scores the leaders on more)"
         )
     return line
 

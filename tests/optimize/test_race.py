@@ -117,6 +117,17 @@ def test_the_budget_of_model_calls_is_never_exceeded(scripted_lm, bm25, tmp_path
     assert result.spent == len(engine.prompts)  # every call counted (no cache here)
     assert sum(r["calls"] for r in result.table) == result.spent  # the table counts them alike
     assert result.program_name in ("basic", "multihop")
+    # the race line says on how few of the fold's questions a budget-ended choice rests
+    finalists = max(r["n"] for r in result.table)
+    line = race_line({"choice": result.choice})
+    assert (finalists < 24) == (budget < 100)  # 100 calls cover the whole fold of 24
+    if finalists < 24:
+        assert line.splitlines()[-1] == (
+            "the budget ended before any arm was scored on all 24 validation questions: the "
+            f"choice rests on {finalists} (a larger --budget scores the leaders on more)"
+        )
+    else:
+        assert "budget ended" not in line
 
 
 def test_a_budget_too_small_for_the_first_rung_stops_before_any_call(scripted_lm, bm25, tmp_path):
