@@ -25,10 +25,12 @@ the steps: ``optimize.halving``):
    the leader; the arms scored past the rung are ranked but stay, and at the last rung
    every arm that reached it is judged alike. An arm whose replies fit no field leaves; a
    model error takes its strategy out.
-3. Choice. Among the arms scored on the most questions, the best validation score, except
-   that among the arms the test at ``alpha`` cannot tell apart from it, the cheapest in
-   prompt tokens a question wins. The winner's test against its strategy's defaults (on the
-   questions both scored) is recorded.
+3. Choice. The finalists: the arms left in the race scored on the most questions or on the
+   rung below (a wave's arms are a rung behind the previous wave's, whatever their scores),
+   each judged on the questions all of them scored. The best validation score wins, except
+   that among the finalists the test at ``alpha`` cannot tell apart from it and that trail
+   it by at most ``margin``, the cheapest in prompt tokens a question wins. The winner's
+   test against its strategy's defaults (on the questions both scored) is recorded.
 
 The budget counts every call the arms' programs made, answered from DSPy's cache or not (the
 race's choices and length do not depend on what the cache holds; a rerun on a warm cache is
@@ -456,13 +458,17 @@ class _Race:
         self.tell("rung", {**self.state(), "questions": n, "leader": leader})
 
     def finalists(self) -> list[Arm]:
-        """The arms judged: those left in the race scored on the most questions (the others
-        left are marked out of budget)."""
+        """The arms judged: those left in the race scored on the most questions, or on the
+        rung below it (arms climb a rung a wave, so an arm that entered a wave later is a rung
+        behind whatever its score), each judged on the questions all of them scored (the
+        others left are marked out of budget)."""
         left = [a for a in self.arms if a.state in ("running", "out of budget") and a.rows]
         if not left:
             raise InputError("no arm finished the race: " + _reasons(self.arms))
         most = max(len(a.rows) for a in left)
-        finalists = [a for a in left if len(a.rows) == most]
+        below = max((n for n in ladder(self.first, len(self.valset)) if n < most), default=most)
+        finalists = [a for a in left if len(a.rows) >= below]
+        shared = min(len(a.rows) for a in finalists)
         for arm in self.arms:  # entered, but the budget ended the race before its first chunk
             if arm.state == "running" and not arm.rows:
                 arm.state, arm.reason = "out of budget", "scored 0 questions"
@@ -472,14 +478,14 @@ class _Race:
             else:
                 arm.state = "out of budget"
                 arm.reason = arm.reason or f"scored {len(arm.rows)} questions"
-            arm.choice = _choice(arm, self.tele.metric)
+            arm.choice = _choice(arm, self.tele.metric, shared)
         return finalists
 
     def finish(self, seconds: float) -> RaceResult:
         """The choice (module docstring, 3), the race's table, and the winner compiled."""
         s, metric = self.tele.settings, self.tele.metric
         finalists = self.finalists()
-        winner, choice = pick_winner(finalists, s.alpha, s.drop_p, len(self.valset))
+        winner, choice = pick_winner(finalists, s.alpha, s.drop_p, len(self.valset), s.margin)
         defaults = next(
             (a for a in self.arms if a.strategy == winner.strategy and a.order == 0), None
         )
@@ -508,17 +514,24 @@ class _Race:
 
 
 def pick_winner(
-    finalists: Sequence[Arm], alpha: float, drop_p: float, n: int
+    finalists: Sequence[Arm],
+    alpha: float,
+    drop_p: float,
+    n: int,
+    margin: float = RaceSettings.margin,
 ) -> tuple[Arm, dict[str, Any]]:
-    """The best validation score; among the finalists it cannot be told from at ``alpha``, the
-    cheapest in tokens a question. The winner, and the choice as the recipe records it
-    (strategies by name, the ties as arms)."""
+    """The best validation score; among the finalists it cannot be told from at ``alpha`` and
+    that trail it by at most ``margin``, the cheapest in tokens a question. The winner, and
+    the choice as the recipe records it (strategies by name, the ties as arms)."""
     top = max(finalists, key=lambda a: (a.choice["score"], -a.choice["tokens"]))
     tied = [
         a
         for a in finalists
         if a is top
-        or not paired(top.choice["scores"], a.choice["scores"], interval=False).beats(alpha)
+        or (
+            top.choice["score"] - a.choice["score"] <= margin + 1e-9
+            and not paired(top.choice["scores"], a.choice["scores"], interval=False).beats(alpha)
+        )
     ]
     winner = min(tied, key=lambda a: (a.choice["tokens"], -a.choice["score"]))
     test = paired(winner.choice["scores"], top.choice["scores"], interval=False)
@@ -530,6 +543,7 @@ def pick_winner(
         "tied": sorted(a.name for a in tied),
         "versus_top": {"n": test.n, "diff": round(test.diff, 4), "p": round(test.p, 4)},
         "alpha": alpha,
+        "margin": margin,
         "drop_p": drop_p,
         "validation_questions": n,
     }
@@ -565,12 +579,13 @@ def _reasons(arms: Sequence[Arm]) -> str:
     return "; ".join(f"{a.name}: {a.state} ({a.reason})" for a in arms)
 
 
-def _choice(arm: Arm, metric: str) -> dict[str, Any]:
-    """What a finalist is judged by: its questions' scores, their mean, tokens a question."""
-    scores = arm.scores(metric)
+def _choice(arm: Arm, metric: str, n: int | None = None) -> dict[str, Any]:
+    """What a finalist is judged by: its first ``n`` questions' scores (the questions every
+    finalist scored), their mean, tokens a question."""
+    scores = arm.scores(metric, n)
     return {
         "scores": scores,
-        "score": arm.mean(metric),
+        "score": arm.mean(metric, n),
         "tokens": arm.tokens(),
         "knobs": arm.knobs,
         "demos": arm.demos,

@@ -99,11 +99,15 @@ class RaceSettings(JointSettings):
     the fewest on which ``drop_p`` can drop it); ``drop_p``: the p at
     which an arm trailing the leader by the paired test gets no more calls; ``eta``: a rung
     keeps the better 1/``eta`` of its newcomers (and the cheapest not told apart from the
-    leader at ``alpha``); ``alpha``: the test that tells a cheaper arm from the best."""
+    leader at ``alpha``); ``alpha``: the test that tells a cheaper arm from the best;
+    ``margin``: in the final choice, the most a cheaper arm may trail the best score by and
+    still tie with it (on few questions the test tells almost nothing apart; 0.05 F1 is the
+    smallest gain netcast's targets count)."""
 
     first: int = 10
     drop_p: float = 0.05
     eta: int = 3
+    margin: float = 0.05
 
     def check(self) -> None:
         super().check()
@@ -111,6 +115,8 @@ class RaceSettings(JointSettings):
             raise InputError(f"race settings: first must be >= 1, got {self.first}")
         if self.eta < 2:
             raise InputError(f"race settings: eta must be >= 2, got {self.eta}")
+        if not 0 <= self.margin <= 1:
+            raise InputError(f"race settings: margin must be 0 to 1, got {self.margin}")
 
 
 @dataclass(frozen=True)

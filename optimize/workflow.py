@@ -291,11 +291,12 @@ def recipe_lm(recipe: Recipe) -> dspy.BaseLM:
 
 
 def _trial_recipe(recipe: Recipe) -> dict[str, Any]:
-    """What a search's trials mean: the recipe without its budget of calls or its rule among
-    ties (as `netcast compile` writes it with no --budget), so a compile rerun with another
-    budget or rule goes on from the finished trials."""
+    """What a search's trials mean: the recipe without its budget of calls or its rules among
+    ties (``ties``; the race's ``margin``) (as `netcast compile` writes it with no --budget), so
+    a compile rerun with another budget or rule goes on from the finished trials."""
     data = recipe.to_dict()
-    settings = {k: v for k, v in data["optimizer"]["settings"].items() if k != "ties"}
+    rules = ("ties", "margin")
+    settings = {k: v for k, v in data["optimizer"]["settings"].items() if k not in rules}
     return {**data, "optimizer": {**data["optimizer"], "settings": {**settings, "budget": None}}}
 
 

@@ -6,6 +6,7 @@ passages, so a reader can tell the arm it runs in by the passages in its context
 
 import json
 import re
+from types import SimpleNamespace
 
 import dspy
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from helpers import DOCS, WordCounter, capitals_file, last_question
 from netcast.corpus import Corpus, Document
 from netcast.data import load_dataset
+from netcast.optimize import race as race_mod
 from netcast.optimize.budget import CallBudget
 from netcast.optimize.halving import CHUNK, Arm, Lane, fewest, first_rungs, halve, ladder
 from netcast.optimize.joint import grid_points, knob_grid
@@ -237,6 +239,47 @@ def test_a_rung_keeps_the_better_third_and_the_cheapest_tie():
     # is: 1 of 10 against 9 of 10)
     assert [a.strategy for a in field if a.state == "running"] == ["a", "b", "d"]
     assert field[2].state == "halved" and "better 1/3 on 10" in field[2].reason
+
+
+def basic_arm(k, right, n, tokens=500, order=0):
+    """A basic arm at ``k``, right on its first ``right`` of ``n`` questions."""
+    a = arm("basic", right, tokens, n, order)
+    a.knobs = {"k": k}
+    return a
+
+
+def test_a_cheaper_arm_ties_the_best_only_within_the_margin():
+    # on 20 questions, 3 apart is no difference to the test (p = 0.25), but 0.15 F1 is more
+    # than the margin: the best arm wins; 1 apart (0.05) is within it: the cheaper arm wins
+    for right, winner in ((13, "basic k=7"), (15, "basic k=1")):
+        field = [basic_arm(7, 16, 20, tokens=900), basic_arm(1, right, 20, tokens=300, order=1)]
+        for a in field:
+            a.choice = race_mod._choice(a, "f1")
+        chosen, choice = race_mod.pick_winner(field, 0.1, 0.05, 20, margin=0.05)
+        assert chosen.name == winner and choice["versus_top"]["p"] >= 0.1
+        assert choice["margin"] == 0.05
+
+
+def test_an_arm_a_rung_behind_is_judged_with_the_furthest_on_the_questions_both_scored():
+    # the budget ended the race: the defaults (an earlier wave's arm) reached 40 questions,
+    # k 3 entered a wave later and reached 20, leading there by far; k 7, two waves later,
+    # is on 10 only. k 3 and the defaults are judged on their first 20 questions, k 3 wins
+    defaults, later, latest = (
+        basic_arm(5, 5, 40),
+        basic_arm(3, 18, 20, 600, 1),
+        basic_arm(7, 10, 10, 700, 2),
+    )
+    race = SimpleNamespace(
+        arms=[defaults, later, latest],
+        first=10,
+        valset=[None] * 60,
+        tele=SimpleNamespace(metric="f1"),
+    )
+    finalists = race_mod._Race.finalists(race)
+    assert finalists == [defaults, later] and latest.state == "out of budget"
+    assert len(defaults.choice["scores"]) == 20 and defaults.choice["score"] == 0.25
+    winner, choice = race_mod.pick_winner(finalists, 0.1, 0.05, 60)
+    assert winner is later and choice["versus_top"]["n"] == 20
 
 
 def test_an_arm_judged_at_its_own_rung_is_ranked_but_stays():

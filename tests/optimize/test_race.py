@@ -362,3 +362,22 @@ def test_a_winner_tied_with_its_defaults_at_fewer_tokens_says_so(scripted_lm, bm
         "basic: k=1 (1.000) vs its defaults (1.000) on 24 validation questions: +0.000, "
         "sign-flip p = 1.000 (alpha 0.1): not told apart"
     )
+
+
+def test_a_race_rerun_with_another_margin_or_budget_takes_the_same_stored_rows(tmp_path):
+    # the margin and the budget change the choice and the length, not what a row means: the
+    # work directory's key is the same, so the rerun reads the rows it finds there
+    from netcast.files import short_hash
+    from netcast.optimize.workflow import _trial_recipe
+
+    def key(**settings):
+        recipe = make_recipe(
+            program="basic,multihop",
+            knobs={},
+            dataset=capitals_file(tmp_path / "c.jsonl", 8),
+            optimizer_settings=settings,
+        )
+        return short_hash(_trial_recipe(recipe))
+
+    assert key(budget=100) == key(budget=300, margin=0.2) == key(margin=0.0)
+    assert key(budget=100) != key(budget=100, drop_p=0.01)  # drop_p changes what is scored
