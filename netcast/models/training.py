@@ -345,9 +345,12 @@ def train(
 
 class StepProgress:
     """A progress bar over training steps on stderr: the step, the last step's loss, elapsed
-    time and the time left (rich's estimate from the steps' pace)."""
+    time and the time left (rich's estimate from the steps' pace). Where stderr is not a
+    terminal (a log file, a pipe), where a bar is drawn only when it stops, a plain line with
+    the same fields is printed every ``lines`` steps (default: a twentieth of the run) and at
+    the last."""
 
-    def __init__(self, description: str, console=None):
+    def __init__(self, description: str, console=None, lines: int = 0):
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -371,6 +374,7 @@ class StepProgress:
         )
         self._description = description
         self._task = None
+        self.lines = lines
 
     def __enter__(self) -> StepProgress:
         self._progress.start()
@@ -388,3 +392,21 @@ class StepProgress:
                 self._description, total=total, completed=step - 1, loss="-"
             )
         self._progress.update(self._task, completed=step, loss=f"{loss:.3f}")
+        every = self.lines or max(1, total // 20)
+        if not self._progress.console.is_terminal and (step % every == 0 or step == total):
+            self.print(self._line(step, total, loss))
+
+    def _line(self, step: int, total: int, loss: float) -> str:
+        task = self._progress.tasks[self._task]
+        left = task.time_remaining
+        eta = _clock(left) if left is not None else "-"
+        return (
+            f"{self._description}: step {step}/{total}, loss {loss:.3f}, "
+            f"{_clock(task.elapsed or 0)} elapsed, eta {eta}"
+        )
+
+
+def _clock(seconds: float) -> str:
+    """``seconds`` as h:mm:ss, as rich's time columns show it."""
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"

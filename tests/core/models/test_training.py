@@ -196,3 +196,36 @@ def test_progress_shows_step_loss_and_eta():
     text = console.export_text()
     assert "finetune embedded" in text and "2/4" in text and "loss 1.250" in text
     assert "eta" in text
+
+
+def test_progress_off_a_terminal_prints_a_line_every_few_steps():
+    """A log file gets the bar only when it stops; plain lines keep a background run's log
+    current: here every 2nd of 5 steps and the last, none between."""
+    from rich.console import Console
+
+    console = Console(record=True, width=120, force_terminal=False)
+    progress = training.StepProgress("finetune embedded", console=console, lines=2)
+    with progress:
+        for step in range(1, 6):
+            progress(step, 5, 1.0 / step)
+            if step == 3:
+                mid = console.export_text(clear=False)
+    lines = [x for x in console.export_text().splitlines() if x.startswith("finetune embedded:")]
+    assert [x.split(",")[0] for x in lines] == [
+        "finetune embedded: step 2/5",
+        "finetune embedded: step 4/5",
+        "finetune embedded: step 5/5",
+    ]
+    assert "loss 0.500" in lines[0] and "elapsed, eta" in lines[0]
+    assert "step 2/5" in mid and "step 3/5" not in mid
+
+
+def test_progress_on_a_terminal_prints_no_plain_lines():
+    from rich.console import Console
+
+    console = Console(record=True, width=120, force_terminal=True)
+    progress = training.StepProgress("finetune embedded", console=console)
+    with progress:
+        for step in range(1, 5):
+            progress(step, 4, 1.0)
+    assert "finetune embedded: step" not in console.export_text()
