@@ -4,7 +4,7 @@ rest of the page as it was; a page without such markers is one line naming it.""
 import pytest
 
 from netcast.errors import InputError
-from netcast.specs.docs import blocks, command, write_blocks
+from netcast.specs.docs import best_compiled, blocks, command, write_blocks
 
 PAGE = """# Results
 
@@ -57,3 +57,15 @@ def test_the_docs_options_without_markdown_or_specs_are_one_line(tmp_path):
         result = runner.invoke(app, args)
         assert result.exit_code == 2, result.output
         assert said in result.output and "Traceback" not in result.output
+
+
+def test_the_headline_best_skips_a_row_scored_on_part_of_the_questions():
+    """A row a bench is still filling (54 of 150) leads on its part: it is not the best."""
+
+    def r(name, n, f1):
+        return {"program": name, "n": n, "f1": (f1, f1 - 0.1, f1 + 0.1)}
+
+    rows = {"basic": r("basic", 150, 0.307), "a": r("a", 150, 0.369), "b": r("b", 54, 0.419)}
+    rows["c"] = r("c", 150, 0.369)
+    assert best_compiled(rows, ["b", "a", "c"])["program"] == "a"
+    assert best_compiled(rows, ["b", "missing"]) is None
