@@ -1,7 +1,7 @@
 """What a fine-tuned program cost: training (examples, seconds in all and per example, peak
-memory, adapter size, the loss at the start and the end) from a tuned artifact's recipe, and
-the tuned program's seconds and tokens a question against an untuned row on the same
-questions, from two committed spec rows (no model is called).
+memory beside the memory check's estimate, adapter size, the loss at the start and the end)
+from a tuned artifact's recipe, and the tuned program's seconds and tokens a question against
+an untuned row on the same questions, from two committed spec rows (no model is called).
 
     python benchmarks/finetune_cost.py benchmarks/results/artifacts/multihop-tuned-wide-0.5b \\
         --tuned benchmarks/results/decisive-wide-0.5b/hotpotqa-wide/multihop-tuned-wide-0.5b \\
@@ -29,6 +29,18 @@ def read_rows(folder: Path) -> dict[str, dict]:
     return {row["id"]: row for row in rows}
 
 
+def estimate(tuned: dict) -> str:
+    """What the memory check expected, with the longest example it was for (recorded since
+    the estimate was stored; older artifacts lack it)."""
+    if not tuned.get("memory_estimate"):
+        return "not recorded"
+    ratio = tuned["peak_memory"] / tuned["memory_estimate"]
+    return (
+        f"{tuned['memory_estimate'] / 2**30:.1f} GiB (longest example "
+        f"{tuned['longest_tokens']:,} tokens; peak {ratio:.2f}x)"
+    )
+
+
 def training_rows(recipe: dict) -> list[list[object]]:
     tuned = recipe["finetune"]
     examples = tuned["examples"]
@@ -43,7 +55,8 @@ def training_rows(recipe: dict) -> list[list[object]]:
         ],
         ["training seconds", f"{tuned['seconds']:,.0f}"],
         ["seconds an example", f"{tuned['seconds'] / count:.1f}"],
-        ["peak memory", f"{tuned['peak_memory'] / 2**30:.1f} GiB"],
+        ["peak memory (the compile's process)", f"{tuned['peak_memory'] / 2**30:.1f} GiB"],
+        ["memory check's estimate", estimate(tuned)],
         ["adapter", f"{tuned['adapter']['size'] / 2**20:.1f} MiB (rank {tuned['rank']})"],
         [
             f"loss, first and last {window} steps",

@@ -411,6 +411,8 @@ def record(recipe: Any, tele: FinetuneCompile) -> dict[str, Any]:
         "loss_curve": saved.loss_curve,
         "seconds": round(saved.seconds, 1),
         "peak_memory": saved.peak_memory,
+        "longest_tokens": saved.longest_tokens,
+        "memory_estimate": saved.memory_estimate,
     }
     return entry
 

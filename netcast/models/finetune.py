@@ -123,6 +123,13 @@ def available_memory() -> int:
     return available if available is not None else sys.maxsize
 
 
+def memory_needed(params: int, longest: int) -> int:
+    """Bytes a training is expected to take: ``params`` base parameters, the longest example
+    ``longest`` tokens (the constants above). The adapter's record keeps it beside the measured
+    peak, so the estimate can be checked against every training."""
+    return params * BYTES_PER_PARAM + longest * BYTES_PER_TOKEN
+
+
 def free_disk(path: Path) -> int:
     path.mkdir(parents=True, exist_ok=True)
     return shutil.disk_usage(path).free
@@ -134,7 +141,7 @@ def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettin
     ``longest`` 0 (no example known yet) the model alone: a training needs at least that."""
     shape = lora.base_shape(model_path)
     params, per_rank = shape.parameters(), shape.lora_per_rank()
-    need = params * BYTES_PER_PARAM + longest * BYTES_PER_TOKEN
+    need = memory_needed(params, longest)
     have = available_memory()
     if need > have:
         examples = f"longest example {longest:,} tokens" if longest else "before any example"
@@ -331,7 +338,8 @@ def finetune(
                 f"finetune data: example {index}: {len(example.ids):,} tokens, more than "
                 f"max_tokens={cfg.max_tokens:,}; shorten its context or raise max_tokens"
             )
-    check_resources(spec, model_path, cfg, max(len(e.ids) for e in examples))
+    longest = max(len(e.ids) for e in examples)
+    check_resources(spec, model_path, cfg, longest)
     key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
 
@@ -378,6 +386,8 @@ def finetune(
             "loss_curve": result.losses,
             "seconds": result.seconds,
             "peak_memory": peak_memory(),
+            "longest_tokens": longest,
+            "memory_estimate": memory_needed(lora.base_shape(model_path).parameters(), longest),
         },
     )
     return lora.tuned_model_id(spec, record.sha256)

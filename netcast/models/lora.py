@@ -42,6 +42,8 @@ class AdapterRecord:
     loss_curve: list[float] = field(default_factory=list)
     seconds: float = 0.0  # training time (steps only, summed over resumed runs)
     peak_memory: int = 0  # bytes: the training process's peak resident memory
+    longest_tokens: int = 0  # the longest training example
+    memory_estimate: int = 0  # bytes: what the memory check expected (finetune.memory_needed)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,6 +58,8 @@ class AdapterRecord:
             "loss_curve": self.loss_curve,
             "seconds": self.seconds,
             "peak_memory": self.peak_memory,
+            "longest_tokens": self.longest_tokens,
+            "memory_estimate": self.memory_estimate,
         }
 
 
@@ -248,6 +252,8 @@ def write_adapter(
             loss_curve=[float(x) for x in meta.get("loss_curve", [])],
             seconds=float(meta.get("seconds", 0.0)),
             peak_memory=int(meta.get("peak_memory", 0)),
+            longest_tokens=int(meta.get("longest_tokens", 0)),
+            memory_estimate=int(meta.get("memory_estimate", 0)),
         )
         tmp.replace(adapter_path(sha))
     finally:
@@ -399,5 +405,7 @@ def _install(path: Path, sha: str, spec: embedded.ModelSpec, entry: dict[str, An
             loss_curve=[float(x) for x in entry.get("loss_curve") or []],
             seconds=float(entry.get("seconds") or 0.0),
             peak_memory=int(entry.get("peak_memory") or 0),
+            longest_tokens=int(entry.get("longest_tokens") or 0),
+            memory_estimate=int(entry.get("memory_estimate") or 0),
         )
         _write_json(record_path(sha), record.to_json())

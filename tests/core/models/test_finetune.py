@@ -379,6 +379,7 @@ def watch_training(monkeypatch, interrupt_at=None):
                 os.kill(os.getpid(), signal.SIGINT)
 
         seen.append(original(*args, on_step=step, **kwargs))
+        seen[-1].longest = max(len(example.ids) for example in args[1])
         return seen[-1]
 
     monkeypatch.setattr(training, "load_base", tiny_base)
@@ -398,6 +399,10 @@ def test_lm_finetune_trains_writes_the_adapter_and_returns_an_lm_serving_it(monk
     assert record.examples == 8 and record.loss_curve == pytest.approx(seen[0].losses)
     assert record.settings["learning_rate"] == 1e-3 and record.settings["rank"] == 16
     assert record.base_sha256 == SPEC.sha256 and record.seconds > 0 and record.peak_memory > 0
+    # the memory check's estimate is kept beside the measured peak, for the longest example
+    assert record.longest_tokens == seen[0].longest > 0
+    params = lora.base_shape(embedded.model_path()).parameters()
+    assert record.memory_estimate == finetune.memory_needed(params, seen[0].longest)
     assert not list(finetune.checkpoints_dir().glob("*.pt"))
 
 
