@@ -93,13 +93,19 @@ class TrainSettings:
         return self.threads or os.cpu_count() or 1
 
 
-# Measured on the 0.5B model (its GGUF holds 630M parameters; bf16 base, r 16, 2 threads, sdpa
+# Calibrated on the 0.5B model (630M parameters in its GGUF; bf16 base, r 16, 2 threads, sdpa
 # attention, no gradient checkpointing): 3.0 GB resident once loaded, 3.3 GB peak training on
-# 90-token examples, 10.5 GB on a 1,462-token one (7.8-9.2 GB on 1,000 tokens): about
-# BYTES_PER_PARAM per base parameter plus BYTES_PER_TOKEN per token of the longest example (the
-# activations kept for the backward pass).
+# 90-token examples, 10.5 GB on a 1,462-token one: about BYTES_PER_PARAM per base parameter
+# plus BYTES_PER_TOKEN per token of the longest example (the activations kept for the backward
+# pass), for the 0.5B's width; a wider model's activations scale with its width (``width``).
+# `python benchmarks/finetune_memory.py` measures a fresh training's peak against this
+# (benchmarks/results/finetune/memory-*.md): 0.59-0.74x of it on the 0.5B (500-2,500 tokens;
+# twelve steps of mixed lengths peak as the longest alone) and 0.50-0.60x on the 1.5B (200-900
+# tokens), where the 0.5B's constant alone put the 1.5B's peak at 0.94x by 900 tokens. The
+# attention's share grows with the square of the length, so the margin narrows past these.
 BYTES_PER_PARAM = 6
 BYTES_PER_TOKEN = 6_500_000
+WIDTH_05B = 24 * (896 + 4_864)  # the 0.5B: blocks x (embedding + feed-forward width)
 DISK_MARGIN = 64 << 20
 
 
@@ -123,11 +129,12 @@ def available_memory() -> int:
     return available if available is not None else sys.maxsize
 
 
-def memory_needed(params: int, longest: int) -> int:
-    """Bytes a training is expected to take: ``params`` base parameters, the longest example
+def memory_needed(shape: lora.BaseShape, longest: int) -> int:
+    """Bytes a training of a model of ``shape`` is expected to take, its longest example
     ``longest`` tokens (the constants above). The adapter's record keeps it beside the measured
     peak, so the estimate can be checked against every training."""
-    return params * BYTES_PER_PARAM + longest * BYTES_PER_TOKEN
+    per_token = BYTES_PER_TOKEN * shape.blocks * (shape.embedding + shape.feed_forward) / WIDTH_05B
+    return shape.parameters() * BYTES_PER_PARAM + round(longest * per_token)
 
 
 def free_disk(path: Path) -> int:
@@ -141,7 +148,7 @@ def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettin
     ``longest`` 0 (no example known yet) the model alone: a training needs at least that."""
     shape = lora.base_shape(model_path)
     params, per_rank = shape.parameters(), shape.lora_per_rank()
-    need = memory_needed(params, longest)
+    need = memory_needed(shape, longest)
     have = available_memory()
     if need > have:
         examples = f"longest example {longest:,} tokens" if longest else "before any example"
@@ -387,7 +394,7 @@ def finetune(
             "seconds": result.seconds,
             "peak_memory": peak_memory(),
             "longest_tokens": longest,
-            "memory_estimate": memory_needed(lora.base_shape(model_path).parameters(), longest),
+            "memory_estimate": memory_needed(lora.base_shape(model_path), longest),
         },
     )
     return lora.tuned_model_id(spec, record.sha256)

@@ -336,6 +336,19 @@ def test_not_enough_memory_is_refused_before_training(monkeypatch):
         finetune.finetune("embedded", chats(8))
 
 
+def test_the_memory_estimate_scales_each_token_with_the_models_width():
+    # the shapes the two embedded models' GGUF headers give (lora.base_shape)
+    small = lora.BaseShape("qwen2", 24, 896, 4_864, 14, 2, 151_936)
+    large = lora.BaseShape("qwen2", 28, 1_536, 8_960, 12, 2, 151_936)
+    per_token = [
+        finetune.memory_needed(s, 1_000) - finetune.memory_needed(s, 0) for s in (small, large)
+    ]
+    assert per_token[0] == 1_000 * finetune.BYTES_PER_TOKEN
+    # measured (benchmarks/finetune_memory.py): the 1.5B keeps over twice the 0.5B's per token
+    assert per_token[1] / per_token[0] == pytest.approx(28 * 10_496 / (24 * 5_760))
+    assert finetune.memory_needed(large, 0) == large.parameters() * finetune.BYTES_PER_PARAM
+
+
 def test_not_enough_disk_is_refused_before_training(monkeypatch):
     monkeypatch.setattr(training, "load_base", _no_training)
     monkeypatch.setattr(finetune, "available_memory", lambda: 1 << 40)
@@ -401,8 +414,8 @@ def test_lm_finetune_trains_writes_the_adapter_and_returns_an_lm_serving_it(monk
     assert record.base_sha256 == SPEC.sha256 and record.seconds > 0 and record.peak_memory > 0
     # the memory check's estimate is kept beside the measured peak, for the longest example
     assert record.longest_tokens == seen[0].longest > 0
-    params = lora.base_shape(embedded.model_path()).parameters()
-    assert record.memory_estimate == finetune.memory_needed(params, seen[0].longest)
+    shape = lora.base_shape(embedded.model_path())
+    assert record.memory_estimate == finetune.memory_needed(shape, seen[0].longest)
     assert not list(finetune.checkpoints_dir().glob("*.pt"))
 
 
