@@ -97,11 +97,12 @@ class TrainSettings:
 # attention, no gradient checkpointing): 3.0 GB resident once loaded, 3.3 GB peak training on
 # 90-token examples, 10.5 GB on a 1,462-token one: about BYTES_PER_PARAM per base parameter
 # plus BYTES_PER_TOKEN per token of the longest example (the activations kept for the backward
-# pass), for the 0.5B's width; a wider model's activations scale with its width (``width``).
+# pass), for the 0.5B's width; a wider model's activations scale with its width (WIDTH_05B).
 # `python benchmarks/finetune_memory.py` measures a fresh training's peak against this
 # (benchmarks/results/finetune/memory-*.md): 0.59-0.74x of it on the 0.5B (500-2,500 tokens;
 # twelve steps of mixed lengths peak as the longest alone) and 0.50-0.60x on the 1.5B (200-900
-# tokens), where the 0.5B's constant alone put the 1.5B's peak at 0.94x by 900 tokens. The
+# tokens), where the 0.5B's constant alone put the 1.5B's peak at 0.94x by 900 tokens
+# (memory-1.5b-0.5b-constant.md, the script run before the width scaling). The
 # attention's share grows with the square of the length, so the margin narrows past these.
 BYTES_PER_PARAM = 6
 BYTES_PER_TOKEN = 6_500_000
@@ -142,10 +143,13 @@ def free_disk(path: Path) -> int:
     return shutil.disk_usage(path).free
 
 
-def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettings, longest: int):
+def check_resources(
+    spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettings, longest: int
+) -> int:
     """Refuse, with one line, a training this machine cannot hold: the base model, its LoRA and
     the longest example's activations in memory; the adapter and checkpoint on disk. With
-    ``longest`` 0 (no example known yet) the model alone: a training needs at least that."""
+    ``longest`` 0 (no example known yet) the model alone: a training needs at least that.
+    Returns the memory estimate (``memory_needed``), in bytes."""
     shape = lora.base_shape(model_path)
     params, per_rank = shape.parameters(), shape.lora_per_rank()
     need = memory_needed(shape, longest)
@@ -166,6 +170,7 @@ def check_resources(spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettin
                 f"not enough disk in {where} to finetune {spec.name}: about "
                 f"{disk_need / 2**20:.0f} MB needed, {free / 2**20:.0f} MB free"
             )
+    return need
 
 
 def preflight(model: str, cfg: TrainSettings) -> None:
@@ -346,7 +351,7 @@ def finetune(
                 f"max_tokens={cfg.max_tokens:,}; shorten its context or raise max_tokens"
             )
     longest = max(len(e.ids) for e in examples)
-    check_resources(spec, model_path, cfg, longest)
+    estimate = check_resources(spec, model_path, cfg, longest)
     key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
 
@@ -394,7 +399,7 @@ def finetune(
             "seconds": result.seconds,
             "peak_memory": peak_memory(),
             "longest_tokens": longest,
-            "memory_estimate": memory_needed(lora.base_shape(model_path), longest),
+            "memory_estimate": estimate,
         },
     )
     return lora.tuned_model_id(spec, record.sha256)
