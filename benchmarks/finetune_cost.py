@@ -35,9 +35,10 @@ def estimate(tuned: dict) -> str:
     if not tuned.get("memory_estimate"):
         return "not recorded"
     ratio = tuned["peak_memory"] / tuned["memory_estimate"]
+    checkpointed = "; gradient checkpointing" if tuned.get("gradient_checkpointing") else ""
     return (
         f"{tuned['memory_estimate'] / 2**30:.1f} GiB (longest example "
-        f"{tuned['longest_tokens']:,} tokens; peak {ratio:.2f}x)"
+        f"{tuned['longest_tokens']:,} tokens{checkpointed}; peak {ratio:.2f}x)"
     )
 
 

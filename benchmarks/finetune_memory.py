@@ -5,10 +5,17 @@ bf16 base) for ``--steps`` steps on one synthetic example of that many tokens (i
 reply) in a process of its own, so each peak is that training's alone. With ``--mixed N``,
 two more rows train N steps over every length in turn, the second calling glibc's
 ``malloc_trim`` after each step: whether a long run of uneven examples holds more memory than
-its longest example alone (the allocator's fragments).
+its longest example alone (the allocator's fragments). With ``--checkpointed`` every row trains
+with activation checkpointing (each decoder block recomputed in the backward pass), against the
+check's estimate for it; ``--compare`` adds each length without it, run just before, and the
+checkpointed step's time as a ratio of that row's (one run, so the machine's load is shared).
 
     .venv/bin/python benchmarks/finetune_memory.py --models embedded \\
         --tokens 500 1500 2500 --steps 2 --mixed 12
+    .venv/bin/python benchmarks/finetune_memory.py --models embedded embedded-1.5b \\
+        --tokens 1000 2500 4000 --steps 2 --checkpointed
+    .venv/bin/python benchmarks/finetune_memory.py --models embedded --tokens 500 1500 2500 \\
+        --steps 2 --checkpointed --compare
 
 Peak: the process's peak resident memory (ru_maxrss); loaded: resident once the model and its
 LoRA are built, before the first step.
@@ -44,9 +51,12 @@ def malloc_trim() -> None:
     ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def one(model: str, lengths: list[int], steps: int, threads: int, trim: bool) -> dict:
+def one(
+    model: str, lengths: list[int], steps: int, threads: int, trim: bool, checkpointed: bool
+) -> dict:
     """Train ``steps`` steps on examples of ``lengths`` tokens, taken in turn (``trim``: glibc's
-    malloc_trim after every step); the memory figures, in bytes."""
+    malloc_trim after every step; ``checkpointed``: activation checkpointing); the memory
+    figures, in bytes."""
     from netcast.models import embedded, finetune, lora, training
 
     spec = embedded.spec(model)
@@ -54,6 +64,8 @@ def one(model: str, lengths: list[int], steps: int, threads: int, trim: bool) ->
     cfg = finetune.TrainSettings()
     base = training.load_base(path)
     tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, finetune.TARGETS)
+    if checkpointed:
+        training.checkpoint_activations(tuned)
     loaded = resident()
     examples = [
         training.Encoded(
@@ -79,7 +91,7 @@ def one(model: str, lengths: list[int], steps: int, threads: int, trim: bool) ->
     return {
         "loaded": loaded,
         "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "estimate": finetune.memory_needed(lora.base_shape(path), max(lengths)),
+        "estimate": finetune.memory_needed(lora.base_shape(path), max(lengths), checkpointed),
         "seconds": result.seconds / steps,
     }
 
@@ -99,49 +111,71 @@ def main() -> None:
         help="also a row of this many steps over all --tokens lengths in turn, and one with "
         "glibc's malloc_trim after each step",
     )
+    made.add_argument(
+        "--checkpointed", action="store_true", help="train with activation checkpointing"
+    )
+    made.add_argument(
+        "--compare",
+        action="store_true",
+        help="with --checkpointed: each length also without it, and the time ratio",
+    )
     made.add_argument("--trim", action="store_true", help=argparse.SUPPRESS)
     made.add_argument("--one", nargs=2, metavar=("MODEL", "TOKENS"), help=argparse.SUPPRESS)
     args = made.parse_args()
     if args.one:
         lengths = [int(t) for t in args.one[1].split(",")]
-        print(json.dumps(one(args.one[0], lengths, args.steps, args.threads, args.trim)))
+        got = one(args.one[0], lengths, args.steps, args.threads, args.trim, args.checkpointed)
+        print(json.dumps(got))
         return
-    runs = [(str(t), args.steps, False) for t in args.tokens]
+    compare = args.checkpointed and args.compare
+    modes = [False, True] if compare else [args.checkpointed]
+    runs = [(str(t), args.steps, False, mode) for t in args.tokens for mode in modes]
     if args.mixed:
         mixed = ",".join(str(t) for t in args.tokens)
-        runs += [(mixed, args.mixed, False), (mixed, args.mixed, True)]
-    rows = []
+        runs += [(mixed, args.mixed, False, args.checkpointed)]
+        runs += [(mixed, args.mixed, True, args.checkpointed)]
+    rows, plain_seconds = [], None
     for model in args.models:
-        for lengths, steps, trim in runs:
+        for lengths, steps, trim, checkpointed in runs:
             command = [sys.executable, __file__, "--one", model, lengths]
             command += ["--steps", str(steps), "--threads", str(args.threads)]
             command += ["--trim"] if trim else []
+            command += ["--checkpointed"] if checkpointed else []
             tokens = " / ".join(f"{int(t):,}" for t in lengths.split(","))
             what = f"{tokens}, {steps} steps" + (", malloc_trim" if trim else "")
+            what += ", checkpointed" if compare and checkpointed else ""
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode:  # -9: killed, most likely by the kernel for want of memory
                 print(done.stderr[-2000:], file=sys.stderr)
-                rows.append([model, what, f"failed (exit {done.returncode})"] + [""] * 4)
+                rows.append(
+                    [model, what, f"failed (exit {done.returncode})"] + [""] * (4 + compare)
+                )
+                plain_seconds = None
                 continue
             got = json.loads(done.stdout.strip().splitlines()[-1])
             gib = 2**30
-            rows.append(
-                [
-                    model,
-                    what,
-                    f"{got['loaded'] / gib:.1f}",
-                    f"{got['peak'] / gib:.1f}",
-                    f"{got['estimate'] / gib:.1f}",
-                    f"{got['peak'] / got['estimate']:.2f}x",
-                    f"{got['seconds']:.1f}",
-                ]
-            )
+            row = [
+                model,
+                what,
+                f"{got['loaded'] / gib:.1f}",
+                f"{got['peak'] / gib:.1f}",
+                f"{got['estimate'] / gib:.1f}",
+                f"{got['peak'] / got['estimate']:.2f}x",
+                f"{got['seconds']:.1f}",
+            ]
+            if compare:  # the plain row of this length ran just before
+                ratio = checkpointed and plain_seconds
+                row.append(f"{got['seconds'] / plain_seconds:.2f}x" if ratio else "")
+                plain_seconds = None if checkpointed else got["seconds"]
+            rows.append(row)
     header(
         "LoRA training memory against the memory check's estimate",
-        [f"one process a row, {args.threads} threads"],
+        [f"one process a row, {args.threads} threads"]
+        + (["activation checkpointing (each block recomputed)"] if args.checkpointed else [])
+        + (["each length without checkpointing, then with it"] if compare else []),
     )
     columns = ["model", "example tokens", "loaded GiB", "peak GiB", "estimate GiB", "peak/estimate"]
-    table([*columns, "s a step"], rows)
+    table([*columns, "s a step"] + (["time vs without"] if compare else []), rows)
 
 
 if __name__ == "__main__":

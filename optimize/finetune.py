@@ -413,6 +413,7 @@ def record(recipe: Any, tele: FinetuneCompile) -> dict[str, Any]:
         "peak_memory": saved.peak_memory,
         "longest_tokens": saved.longest_tokens,
         "memory_estimate": saved.memory_estimate,
+        "gradient_checkpointing": saved.gradient_checkpointing,
     }
     return entry
 

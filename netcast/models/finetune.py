@@ -40,8 +40,9 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 @dataclass(frozen=True)
 class TrainSettings:
     """How a LoRA is trained; DSPy's ``train_kwargs`` name these fields. ``threads`` (torch's
-    CPU threads; None: every core) and ``checkpoint_every`` change the time a run takes, and
-    ``progress`` (a progress bar on stderr) what it shows, not its result."""
+    CPU threads; None: every core), ``checkpoint_every`` and ``gradient_checkpointing`` change
+    the time and memory a run takes, and ``progress`` (a progress bar on stderr) what it shows,
+    not its result."""
 
     rank: int = 16
     alpha: float = 32.0
@@ -55,6 +56,10 @@ class TrainSettings:
     seed: int = 0
     threads: int | None = None
     checkpoint_every: int = 25
+    # recompute each decoder block's activations in the backward pass: far less memory for long
+    # examples, about one more forward pass a step; None: on only where the longest example
+    # would not fit in memory without it
+    gradient_checkpointing: bool | None = None
     progress: bool = True
 
     @classmethod
@@ -75,6 +80,11 @@ class TrainSettings:
                 raise InputError(f"finetune settings: {name}={value!r}; give a whole number >= 1")
         if made.threads is not None and (not isinstance(made.threads, int) or made.threads < 1):
             raise InputError(f"finetune settings: threads={made.threads!r}; give a number >= 1")
+        if made.gradient_checkpointing not in (None, True, False):
+            raise InputError(
+                f"finetune settings: gradient_checkpointing={made.gradient_checkpointing!r}; "
+                "give true, false or leave it unset (on where memory needs it)"
+            )
         if not 0 < made.learning_rate < 1 or not 0 <= made.dropout < 1 or made.alpha <= 0:
             raise InputError(
                 f"finetune settings: learning_rate={made.learning_rate}, dropout={made.dropout}, "
@@ -85,7 +95,9 @@ class TrainSettings:
     def result_settings(self) -> dict[str, Any]:
         """The settings that change the trained weights (a checkpoint's and an adapter's)."""
         data = dataclasses.asdict(self)
-        for name in ("threads", "checkpoint_every", "min_examples", "progress"):
+        for name in ("threads", "checkpoint_every", "gradient_checkpointing"):
+            data.pop(name)
+        for name in ("min_examples", "progress"):
             data.pop(name)
         return data
 
@@ -104,8 +116,13 @@ class TrainSettings:
 # tokens), where the 0.5B's constant alone put the 1.5B's peak at 0.94x by 900 tokens
 # (memory-1.5b-0.5b-constant.md, the script run before the width scaling). The
 # attention's share grows with the square of the length, so the margin narrows past these.
+# With gradient checkpointing only each block's input is kept and one block's activations at a
+# time are rebuilt: the peak grew by about 1.4-1.5 MB a token on both models (0.5B 500-2,500
+# tokens, 1.5B 1,000-4,000; `finetune_memory.py --checkpointed`, memory-*-checkpointed.md), so
+# BYTES_PER_TOKEN_CHECKPOINTED is one constant for every width, with a margin.
 BYTES_PER_PARAM = 6
 BYTES_PER_TOKEN = 6_500_000
+BYTES_PER_TOKEN_CHECKPOINTED = 2_000_000
 WIDTH_05B = 24 * (896 + 4_864)  # the 0.5B: blocks x (embedding + feed-forward width)
 DISK_MARGIN = 64 << 20
 
@@ -130,11 +147,14 @@ def available_memory() -> int:
     return available if available is not None else sys.maxsize
 
 
-def memory_needed(shape: lora.BaseShape, longest: int) -> int:
+def memory_needed(shape: lora.BaseShape, longest: int, checkpointed: bool = False) -> int:
     """Bytes a training of a model of ``shape`` is expected to take, its longest example
-    ``longest`` tokens (the constants above). The adapter's record keeps it beside the measured
-    peak, so the estimate can be checked against every training."""
+    ``longest`` tokens (the constants above), with activation checkpointing or without. The
+    adapter's record keeps it beside the measured peak, so the estimate can be checked against
+    every training."""
     per_token = BYTES_PER_TOKEN * shape.blocks * (shape.embedding + shape.feed_forward) / WIDTH_05B
+    if checkpointed:  # measured alike on the 0.5B and the 1.5B: not scaled by width
+        per_token = BYTES_PER_TOKEN_CHECKPOINTED
     return shape.parameters() * BYTES_PER_PARAM + round(longest * per_token)
 
 
@@ -143,23 +163,40 @@ def free_disk(path: Path) -> int:
     return shutil.disk_usage(path).free
 
 
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What the memory check decided: the estimate (bytes) and whether activations are
+    recomputed (gradient checkpointing) to get there."""
+
+    estimate: int
+    checkpointed: bool
+
+
 def check_resources(
     spec: embedded.ModelSpec, model_path: Path, cfg: TrainSettings, longest: int
-) -> int:
+) -> MemoryPlan:
     """Refuse, with one line, a training this machine cannot hold: the base model, its LoRA and
     the longest example's activations in memory; the adapter and checkpoint on disk. With
     ``longest`` 0 (no example known yet) the model alone: a training needs at least that.
-    Returns the memory estimate (``memory_needed``), in bytes."""
+    Gradient checkpointing is on where the settings ask for it, or (unset) where the longest
+    example would not fit without it."""
     shape = lora.base_shape(model_path)
     params, per_rank = shape.parameters(), shape.lora_per_rank()
-    need = memory_needed(shape, longest)
     have = available_memory()
+    checkpointed = cfg.gradient_checkpointing
+    if checkpointed is None:
+        checkpointed = memory_needed(shape, longest) > have
+    need = memory_needed(shape, longest, checkpointed)
     if need > have:
         examples = f"longest example {longest:,} tokens" if longest else "before any example"
+        way = " with gradient checkpointing" if checkpointed and longest else ""
+        fix = "lower max_tokens" if longest else "finetune a smaller model"
+        if longest and not checkpointed:
+            fix = "leave gradient_checkpointing unset or true, or lower max_tokens"
         raise InputError(
-            f"not enough memory to finetune {spec.name}: about {need / 2**30:.1f} GB needed "
-            f"({params / 1e6:.0f}M parameters, {examples}), {have / 2**30:.1f} GB available; "
-            f"free memory or {'lower max_tokens' if longest else 'finetune a smaller model'}"
+            f"not enough memory to finetune {spec.name}{way}: about {need / 2**30:.1f} GB "
+            f"needed ({params / 1e6:.0f}M parameters, {examples}), {have / 2**30:.1f} GB "
+            f"available; free memory or {fix}"
         )
     lora_params = per_rank * cfg.rank
     disk_need = lora_params * (2 + 4 * 4) + DISK_MARGIN  # f16 adapter; weights+Adam+grads fp32
@@ -170,7 +207,7 @@ def check_resources(
                 f"not enough disk in {where} to finetune {spec.name}: about "
                 f"{disk_need / 2**20:.0f} MB needed, {free / 2**20:.0f} MB free"
             )
-    return need
+    return MemoryPlan(need, checkpointed)
 
 
 def preflight(model: str, cfg: TrainSettings) -> None:
@@ -351,7 +388,7 @@ def finetune(
                 f"max_tokens={cfg.max_tokens:,}; shorten its context or raise max_tokens"
             )
     longest = max(len(e.ids) for e in examples)
-    estimate = check_resources(spec, model_path, cfg, longest)
+    plan = check_resources(spec, model_path, cfg, longest)
     key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
 
@@ -364,6 +401,8 @@ def finetune(
 
     base = training.load_base(model_path)
     tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, TARGETS)
+    if plan.checkpointed:
+        training.checkpoint_activations(tuned)
     if display is not None:
         display.__enter__()
     try:
@@ -399,7 +438,8 @@ def finetune(
             "seconds": result.seconds,
             "peak_memory": peak_memory(),
             "longest_tokens": longest,
-            "memory_estimate": estimate,
+            "memory_estimate": plan.estimate,
+            "gradient_checkpointing": plan.checkpointed,
         },
     )
     return lora.tuned_model_id(spec, record.sha256)

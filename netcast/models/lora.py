@@ -44,6 +44,7 @@ class AdapterRecord:
     peak_memory: int = 0  # bytes: the training process's peak resident memory
     longest_tokens: int = 0  # the longest training example
     memory_estimate: int = 0  # bytes: what the memory check expected (finetune.memory_needed)
+    gradient_checkpointing: bool = False  # activations recomputed in the backward pass
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,7 @@ class AdapterRecord:
             "peak_memory": self.peak_memory,
             "longest_tokens": self.longest_tokens,
             "memory_estimate": self.memory_estimate,
+            "gradient_checkpointing": self.gradient_checkpointing,
         }
 
 
@@ -254,6 +256,7 @@ def write_adapter(
             peak_memory=int(meta.get("peak_memory", 0)),
             longest_tokens=int(meta.get("longest_tokens", 0)),
             memory_estimate=int(meta.get("memory_estimate", 0)),
+            gradient_checkpointing=bool(meta.get("gradient_checkpointing", False)),
         )
         tmp.replace(adapter_path(sha))
     finally:
@@ -407,5 +410,6 @@ def _install(path: Path, sha: str, spec: embedded.ModelSpec, entry: dict[str, An
             peak_memory=int(entry.get("peak_memory") or 0),
             longest_tokens=int(entry.get("longest_tokens") or 0),
             memory_estimate=int(entry.get("memory_estimate") or 0),
+            gradient_checkpointing=bool(entry.get("gradient_checkpointing")),
         )
         _write_json(record_path(sha), record.to_json())

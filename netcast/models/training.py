@@ -113,6 +113,14 @@ def load_base(model_path: str | Path, dtype: str = "bfloat16"):
     return model
 
 
+def checkpoint_activations(model) -> None:
+    """Keep only each decoder block's input for the backward pass and recompute the block there
+    (transformers' activation checkpointing, non-reentrant: the recompute replays the forward's
+    random state, so dropout and the gradients are the same): memory for the longest example's
+    activations traded for about one more forward pass a step."""
+    model.activation_checkpointing_enable({"use_reentrant": False})
+
+
 def with_lora(model, rank: int, alpha: float, dropout: float, targets: Sequence[str]):
     """``model`` with a fresh peft LoRA on ``targets`` (its base weights frozen)."""
     from peft import LoraConfig, get_peft_model

@@ -64,3 +64,8 @@ def test_training_reads_the_recipes_adapter_entry(script):
     recipe["finetune"] |= {"memory_estimate": 2**32, "longest_tokens": 1500}
     table = dict(script("finetune_cost").training_rows(recipe))
     assert table["memory check's estimate"] == "4.0 GiB (longest example 1,500 tokens; peak 0.50x)"
+    recipe["finetune"]["gradient_checkpointing"] = True
+    table = dict(script("finetune_cost").training_rows(recipe))
+    assert table["memory check's estimate"] == (
+        "4.0 GiB (longest example 1,500 tokens; gradient checkpointing; peak 0.50x)"
+    )

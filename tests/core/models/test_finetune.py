@@ -332,8 +332,37 @@ def test_unknown_or_bad_settings_are_refused():
 def test_not_enough_memory_is_refused_before_training(monkeypatch):
     monkeypatch.setattr(training, "load_base", _no_training)
     monkeypatch.setattr(finetune, "available_memory", lambda: 1 << 30)
-    with pytest.raises(InputError, match=r"not enough memory to finetune embedded: about \d"):
+    with pytest.raises(
+        InputError,
+        match=r"not enough memory to finetune embedded with gradient checkpointing: about \d.*"
+        "lower max_tokens",
+    ):
         finetune.finetune("embedded", chats(8))
+    # checkpointing turned off by hand: the one line says it would help
+    with pytest.raises(InputError, match="embedded: about .*leave gradient_checkpointing unset"):
+        finetune.finetune("embedded", chats(8), {"gradient_checkpointing": False})
+
+
+def test_gradient_checkpointing_is_on_only_where_memory_needs_it():
+    shape = lora.base_shape(embedded.model_path())
+    plain = finetune.memory_needed(shape, 2_000)
+    recomputed = finetune.memory_needed(shape, 2_000, checkpointed=True)
+    assert recomputed < plain
+    cfg = finetune.TrainSettings()
+    path = embedded.model_path()
+
+    def plan(have, **settings):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(finetune, "available_memory", lambda: have)
+            return finetune.check_resources(SPEC, path, dataclasses.replace(cfg, **settings), 2_000)
+
+    assert plan(plain + 1) == finetune.MemoryPlan(plain, False)
+    assert plan(plain - 1) == finetune.MemoryPlan(recomputed, True)
+    assert plan(plain + 1, gradient_checkpointing=True) == finetune.MemoryPlan(recomputed, True)
+    with pytest.raises(InputError, match="leave gradient_checkpointing unset"):
+        plan(plain - 1, gradient_checkpointing=False)
+    with pytest.raises(InputError, match="gradient_checkpointing='yes'; give true, false"):
+        finetune.TrainSettings.of({"gradient_checkpointing": "yes"})
 
 
 def test_the_memory_estimate_scales_each_token_with_the_models_width():
@@ -347,6 +376,10 @@ def test_the_memory_estimate_scales_each_token_with_the_models_width():
     # the 1.5B is charged 2.1x the 0.5B's bytes a token: blocks x (embedding + feed-forward)
     assert per_token[1] / per_token[0] == pytest.approx(28 * 10_496 / (24 * 5_760))
     assert finetune.memory_needed(large, 0) == large.parameters() * finetune.BYTES_PER_PARAM
+    # with gradient checkpointing a token costs the same on both (measured so)
+    for shape in (small, large):
+        extra = finetune.memory_needed(shape, 1_000, True) - finetune.memory_needed(shape, 0, True)
+        assert extra == 1_000 * finetune.BYTES_PER_TOKEN_CHECKPOINTED
 
 
 def test_not_enough_disk_is_refused_before_training(monkeypatch):
@@ -416,7 +449,29 @@ def test_lm_finetune_trains_writes_the_adapter_and_returns_an_lm_serving_it(monk
     assert record.longest_tokens == seen[0].longest > 0
     shape = lora.base_shape(embedded.model_path())
     assert record.memory_estimate == finetune.memory_needed(shape, seen[0].longest)
+    assert record.gradient_checkpointing is False  # short examples fit without it
     assert not list(finetune.checkpoints_dir().glob("*.pt"))
+
+
+def test_a_training_that_fits_only_with_gradient_checkpointing_runs_with_it(monkeypatch):
+    seen = watch_training(monkeypatch)
+    recomputed = []
+    original = training.checkpoint_activations
+    monkeypatch.setattr(
+        training, "checkpoint_activations", lambda m: recomputed.append(m) or original(m)
+    )
+    data = chats(8)
+    tokenizer = training.ChatTokenizer(embedded.model_path())
+    longest = max(len(tokenizer.encode(c["messages"]).ids) for c in data)
+    shape = lora.base_shape(embedded.model_path())
+    room = finetune.memory_needed(shape, longest, checkpointed=True) + 1
+    assert room < finetune.memory_needed(shape, longest)
+    monkeypatch.setattr(finetune, "available_memory", lambda: room)
+    tuned = make_lm("embedded").finetune(data, "chat").result()
+    assert not isinstance(tuned, Exception), tuned
+    record = lora.read_record(lora.parse_model_id(tuned.model)[1])
+    assert record.gradient_checkpointing is True and len(recomputed) == 1 and seen
+    assert record.memory_estimate == room - 1
 
 
 def test_ctrl_c_during_lm_finetune_saves_exits_130_and_the_same_call_resumes(monkeypatch):

@@ -37,6 +37,8 @@ def tiny_model():
 
 def trained(checkpoint, **kwargs):
     model = tiny_model()
+    if kwargs.pop("checkpointed", False):
+        training.checkpoint_activations(model)
     kwargs.setdefault("every", 100)
     result = training.train(
         model,
@@ -106,6 +108,16 @@ def test_a_stopped_training_saves_a_checkpoint_and_resumes_to_the_same_weights(t
     assert resumed.losses == pytest.approx(full.losses, rel=1e-5)
     assert same_weights(weights, full_weights)
     assert not checkpoint.exists()  # finished: the checkpoint is gone
+
+
+def test_checkpointed_activations_train_to_the_same_weights(tmp_path):
+    plain, plain_weights = trained(tmp_path / "a.pt")
+    model = tiny_model()
+    training.checkpoint_activations(model)
+    assert all(layer.gradient_checkpointing for layer in model.base_model.model.model.layers)
+    recomputed, weights = trained(tmp_path / "b.pt", checkpointed=True)
+    assert recomputed.losses == pytest.approx(plain.losses, rel=1e-5)  # dropout replayed
+    assert same_weights(weights, plain_weights)
 
 
 def test_a_killed_training_resumes_from_its_last_periodic_checkpoint(tmp_path):
