@@ -10,7 +10,10 @@ Every command runs inside ``one_line_errors`` (the ``netcast`` group's ``invoke`
   ``LMError`` and litellm's exceptions -> one line, exit 1;
 - an Optuna storage that fails mid-run (SQLAlchemy, Optuna's storage errors) -> one line, exit 1
   (a bad ``--storage`` is refused before any trial: ``netcast.optimize.tune.check_storage``);
-- ``KeyboardInterrupt`` (Ctrl-C) -> ``interrupted: ...``, exit 130.
+- ``KeyboardInterrupt`` (Ctrl-C) -> ``interrupted: ...``, exit 130. Where questions are still
+  running in worker threads (DSPy's parallel executor cannot stop a model call), the command
+  says so and waits for them, so their rows are saved; a second Ctrl-C stops at once (a row cut
+  mid-write is dropped and redone on resume).
 
 Files netcast reads are checked where they are read (``netcast.formats``), so a damaged file
 arrives here as a ``NetcastError`` naming it. While a command runs, ``NetcastWarning``\\ s are
@@ -22,6 +25,9 @@ lines) are held back.
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,6 +110,37 @@ def _show_warning(message, category, filename, lineno, file=None, line=None, *, 
         shown(message, category, filename, lineno, file, line)
 
 
+def running_workers() -> list[threading.Thread]:
+    """Threads other than the main one that the interpreter would wait for at exit: the
+    workers of an evaluation that a Ctrl-C left mid-question."""
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
+
+
+def finish_or_stop(running: list[threading.Thread]) -> None:
+    """Say the command was interrupted and wait for ``running`` to finish (each saves its
+    question as it ends); a second Ctrl-C meanwhile ends the process at once with exit 130."""
+    try:
+        err_console.print(
+            "interrupted: what finished is saved (answered questions, finished trials, "
+            "encoded passages); run the same command again to resume"
+            + (
+                f"; waiting for the {len(running)} question(s) in progress so they are "
+                "saved too (Ctrl-C again stops at once)"
+                if running
+                else ""
+            ),
+            soft_wrap=True,
+            highlight=False,
+        )
+        for thread in running:
+            thread.join()
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(INTERRUPTED)
+
+
 @contextmanager
 def one_line_errors(command: str | None = None) -> Iterator[None]:
     """Run a command: its errors become one line on stderr and an exit code (module
@@ -123,12 +160,7 @@ def one_line_errors(command: str | None = None) -> Iterator[None]:
             error_line(f"{err.format_message()} (see {where} --help)")
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
-            err_console.print(
-                "interrupted: what finished is saved (answered questions, finished trials, "
-                "encoded passages); run the same command again to resume",
-                soft_wrap=True,
-                highlight=False,
-            )
+            finish_or_stop(running_workers())
             raise typer.Exit(INTERRUPTED) from None
         except _model_call_errors() as err:
             error_line(f"a model call failed: {first_line(err)}")
