@@ -405,7 +405,7 @@ class StepProgress:
             self.print(self._line(step, total, loss))
 
     def _line(self, step: int, total: int, loss: float) -> str:
-        task = self._progress.tasks[self._task]
+        task = next(t for t in self._progress.tasks if t.id == self._task)  # by id, not index
         left = task.time_remaining
         eta = _clock(left) if left is not None else "-"
         return (
