@@ -11,9 +11,10 @@ Every command runs inside ``one_line_errors`` (the ``netcast`` group's ``invoke`
 - an Optuna storage that fails mid-run (SQLAlchemy, Optuna's storage errors) -> one line, exit 1
   (a bad ``--storage`` is refused before any trial: ``netcast.optimize.tune.check_storage``);
 - ``KeyboardInterrupt`` (Ctrl-C) -> ``interrupted: ...``, exit 130. Where questions are still
-  running in worker threads (DSPy's parallel executor cannot stop a model call), the command
-  says so and waits for them, so their rows are saved; a second Ctrl-C stops at once (a row cut
-  mid-write is dropped and redone on resume).
+  running in worker threads (``netcast.interrupts``: DSPy's parallel executor cannot stop a
+  model call), the command says so and waits for them, so their rows are saved; a second Ctrl-C
+  stops at once (a row cut mid-write is dropped and redone on resume). A training still running
+  in its thread (a second Ctrl-C: the first asked it to save and stop) is left at once.
 
 Files netcast reads are checked where they are read (``netcast.formats``), so a damaged file
 arrives here as a ``NetcastError`` naming it. While a command runs, ``NetcastWarning``\\ s are
@@ -26,17 +27,18 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
-import threading
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import typer
 from rich.markup import escape
 from typer._click.exceptions import UsageError  # typer's bundled click: typer.BadParameter's base
 from typer.core import TyperGroup
 
+from netcast import interrupts
 from netcast.errors import NetcastError, NetcastWarning
 from netcast.render import err_console
 
@@ -110,34 +112,46 @@ def _show_warning(message, category, filename, lineno, file=None, line=None, *, 
         shown(message, category, filename, lineno, file, line)
 
 
-def running_workers() -> list[threading.Thread]:
-    """Threads other than the main one that the interpreter would wait for at exit: the
-    workers of an evaluation that a Ctrl-C left mid-question."""
-    main = threading.main_thread()
-    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
-
-
-def finish_or_stop(running: list[threading.Thread]) -> None:
-    """Say the command was interrupted and wait for ``running`` to finish (each saves its
-    question as it ends); a second Ctrl-C meanwhile ends the process at once with exit 130."""
+def finish_or_stop() -> None:
+    """Say the command was interrupted. A training still running in its thread (a second
+    Ctrl-C: its first asked it to save and stop) is left at once; questions still running in
+    worker threads are waited for (each saves its row as it ends), and a Ctrl-C meanwhile ends
+    the process at once. Exit 130 either way."""
+    questions = interrupts.in_progress("question")
+    training = interrupts.in_progress("training")
     try:
+        if training:
+            waiting = "; the training is left at its last checkpoint"
+        elif questions:
+            waiting = (
+                f"; waiting for the {len(questions)} question(s) in progress so they are "
+                "saved too (Ctrl-C again stops at once)"
+            )
+        else:
+            waiting = ""
         err_console.print(
             "interrupted: what finished is saved (answered questions, finished trials, "
-            "encoded passages); run the same command again to resume"
-            + (
-                f"; waiting for the {len(running)} question(s) in progress so they are "
-                "saved too (Ctrl-C again stops at once)"
-                if running
-                else ""
-            ),
+            "encoded passages); run the same command again to resume" + waiting,
             soft_wrap=True,
             highlight=False,
         )
-        for thread in running:
+        if training:
+            _exit_now()
+        for thread in questions:
             thread.join()
     except KeyboardInterrupt:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _exit_now()
+
+
+def _exit_now() -> None:
+    """End the process with exit 130 without waiting for its threads (output flushed where it
+    can be; a further Ctrl-C is ignored meanwhile)."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(OSError, ValueError):
+                stream.flush()
+    finally:
         os._exit(INTERRUPTED)
 
 
@@ -160,7 +174,7 @@ def one_line_errors(command: str | None = None) -> Iterator[None]:
             error_line(f"{err.format_message()} (see {where} --help)")
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
-            finish_or_stop(running_workers())
+            finish_or_stop()
             raise typer.Exit(INTERRUPTED) from None
         except _model_call_errors() as err:
             error_line(f"a model call failed: {first_line(err)}")

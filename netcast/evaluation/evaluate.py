@@ -14,6 +14,7 @@ from typing import Any
 import dspy
 from dspy.utils.parallelizer import ParallelExecutor
 
+from netcast import interrupts
 from netcast.errors import one_line
 from netcast.evaluation import metrics
 from netcast.evaluation.runlog import RunLog
@@ -143,9 +144,10 @@ def evaluate(
 
     def run_one(example_id: str):
         example = by_id[example_id]
-        row = question_row(example, program(question=example.question), judge_lm)
-        if log is not None:
-            log.append(row)
+        with interrupts.running("question"):  # a Ctrl-C waits for it: its row is saved
+            row = question_row(example, program(question=example.question), judge_lm)
+            if log is not None:
+                log.append(row)
         fresh[example_id] = row
         return row, row["scores"]["f1"]
 

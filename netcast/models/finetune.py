@@ -30,7 +30,7 @@ import dspy
 from dspy.clients.provider import Provider, TrainingJob
 from dspy.clients.utils_finetune import TrainDataFormat, TrainingStatus
 
-from netcast import settings
+from netcast import interrupts, settings
 from netcast.errors import InputError
 from netcast.models import embedded, lora
 
@@ -344,13 +344,14 @@ class LlamaCppProvider(Provider):
         if status is not None:
             job._status = TrainingStatus.running
         try:
-            model_id = finetune(
-                model,
-                train_data,
-                train_kwargs,
-                stop=getattr(job, "stop", None),
-                progress=self.progress,
-            )
+            with interrupts.running("training"):  # a second Ctrl-C leaves it at once
+                model_id = finetune(
+                    model,
+                    train_data,
+                    train_kwargs,
+                    stop=getattr(job, "stop", None),
+                    progress=self.progress,
+                )
         except BaseException:
             if status is not None:
                 job._status = TrainingStatus.failed
