@@ -122,6 +122,8 @@ def main() -> None:
     made.add_argument("--trim", action="store_true", help=argparse.SUPPRESS)
     made.add_argument("--one", nargs=2, metavar=("MODEL", "TOKENS"), help=argparse.SUPPRESS)
     args = made.parse_args()
+    if args.compare and not args.checkpointed:
+        made.error("--compare compares with --checkpointed: give both")
     if args.one:
         lengths = [int(t) for t in args.one[1].split(",")]
         got = one(args.one[0], lengths, args.steps, args.threads, args.trim, args.checkpointed)

@@ -80,7 +80,9 @@ class TrainSettings:
                 raise InputError(f"finetune settings: {name}={value!r}; give a whole number >= 1")
         if made.threads is not None and (not isinstance(made.threads, int) or made.threads < 1):
             raise InputError(f"finetune settings: threads={made.threads!r}; give a number >= 1")
-        if made.gradient_checkpointing not in (None, True, False):
+        if made.gradient_checkpointing is not None and not isinstance(
+            made.gradient_checkpointing, bool
+        ):
             raise InputError(
                 f"finetune settings: gradient_checkpointing={made.gradient_checkpointing!r}; "
                 "give true, false or leave it unset (on where memory needs it)"
@@ -117,9 +119,10 @@ class TrainSettings:
 # (memory-1.5b-0.5b-constant.md, the script run before the width scaling). The
 # attention's share grows with the square of the length, so the margin narrows past these.
 # With gradient checkpointing only each block's input is kept and one block's activations at a
-# time are rebuilt: the peak grew by about 1.4-1.5 MB a token on both models (0.5B 500-2,500
-# tokens, 1.5B 1,000-4,000; `finetune_memory.py --checkpointed`, memory-*-checkpointed.md), so
-# BYTES_PER_TOKEN_CHECKPOINTED is one constant for every width, with a margin.
+# time are rebuilt: the 0.5B's peak rose 1.3 MB a token from 500 to 1,500 tokens, then fell
+# slightly at 2,500; the 1.5B's rose 1.1 then 1.9 MB a token (1,000-2,500-4,000: steeper with
+# length), `finetune_memory.py --checkpointed`, memory-*-checkpointed.md. The width matters
+# little here, so BYTES_PER_TOKEN_CHECKPOINTED is one constant above the steepest slope seen.
 BYTES_PER_PARAM = 6
 BYTES_PER_TOKEN = 6_500_000
 BYTES_PER_TOKEN_CHECKPOINTED = 2_000_000
@@ -190,9 +193,9 @@ def check_resources(
     if need > have:
         examples = f"longest example {longest:,} tokens" if longest else "before any example"
         way = " with gradient checkpointing" if checkpointed and longest else ""
-        fix = "lower max_tokens" if longest else "finetune a smaller model"
-        if longest and not checkpointed:
-            fix = "leave gradient_checkpointing unset or true, or lower max_tokens"
+        fix = "shorten the longest examples" if longest else "finetune a smaller model"
+        if longest and not checkpointed and memory_needed(shape, longest, True) <= have:
+            fix = "leave gradient_checkpointing unset or true"
         raise InputError(
             f"not enough memory to finetune {spec.name}{way}: about {need / 2**30:.1f} GB "
             f"needed ({params / 1e6:.0f}M parameters, {examples}), {have / 2**30:.1f} GB "
