@@ -97,9 +97,13 @@ class TrainSettings:
     def result_settings(self) -> dict[str, Any]:
         """The settings that change the trained weights (a checkpoint's and an adapter's)."""
         data = dataclasses.asdict(self)
-        for name in ("threads", "checkpoint_every", "gradient_checkpointing"):
-            data.pop(name)
-        for name in ("min_examples", "progress"):
+        for name in (
+            "threads",
+            "checkpoint_every",
+            "gradient_checkpointing",
+            "min_examples",
+            "progress",
+        ):
             data.pop(name)
         return data
 
