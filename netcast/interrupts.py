@@ -9,15 +9,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
+
+Kind = Literal["question", "training"]
+"""The kinds of work: a "question" is worth waiting for at Ctrl-C; a "training" is left at a
+second Ctrl-C."""
 
 _lock = threading.Lock()
-_running: dict[threading.Thread, str] = {}
+_running: dict[threading.Thread, Kind] = {}
 
 
 @contextmanager
-def running(kind: str) -> Iterator[None]:
-    """Mark the calling thread as running work of ``kind`` ("question": worth waiting for at
-    Ctrl-C; "training": left at a second Ctrl-C) while the block runs."""
+def running(kind: Kind) -> Iterator[None]:
+    """Mark the calling thread as running work of ``kind`` while the block runs."""
     thread = threading.current_thread()
     with _lock:
         _running[thread] = kind
@@ -28,7 +32,7 @@ def running(kind: str) -> Iterator[None]:
             _running.pop(thread, None)
 
 
-def in_progress(kind: str) -> list[threading.Thread]:
+def in_progress(kind: Kind) -> list[threading.Thread]:
     """Threads other than the main one running work of ``kind`` now."""
     main = threading.main_thread()
     with _lock:
