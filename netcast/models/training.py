@@ -11,6 +11,7 @@ provider DSPy calls."""
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -188,9 +189,30 @@ def save_checkpoint(path: Path, model, optimizer, scheduler, state: Checkpoint, 
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
     }
+    _remove_stale(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(data, tmp)
     tmp.replace(path)
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove the temporary files of ``path`` whose writer is gone (a process killed, or left
+    with ``os._exit``, while it saved): each is as large as the checkpoint. A running writer's
+    file is left alone."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = stale.name.removesuffix(".tmp").rsplit(".", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def load_checkpoint(path: Path, model, optimizer, scheduler, key: str) -> Checkpoint | None:

@@ -110,6 +110,29 @@ def test_a_stopped_training_saves_a_checkpoint_and_resumes_to_the_same_weights(t
     assert not checkpoint.exists()  # finished: the checkpoint is gone
 
 
+def test_a_save_removes_what_a_killed_writer_left_and_keeps_a_running_ones(tmp_path):
+    import subprocess
+    import sys
+
+    checkpoint = tmp_path / "c.pt"
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    left = tmp_path / f".c.pt.{int(gone.stdout)}.tmp"  # a writer killed mid-save
+    running = tmp_path / f".c.pt.{os.getppid()}.tmp"  # a writer still alive
+    other = tmp_path / f".d.pt.{int(gone.stdout)}.tmp"  # another checkpoint's
+    for path in (left, running, other):
+        path.write_bytes(b"partial")
+    stop = threading.Event()
+    with pytest.raises(training.TrainingInterrupted):
+        trained(checkpoint, stop=stop, on_step=lambda step, total, loss: stop.set())
+    assert checkpoint.exists()
+    assert not left.exists() and running.exists() and other.exists()
+
+
 def test_checkpointed_activations_train_to_the_same_weights(tmp_path):
     plain, plain_weights = trained(tmp_path / "a.pt")
     model = tiny_model()
