@@ -37,10 +37,18 @@ DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 CONNECT_TIMEOUT = 10  # seconds a storage server may take to accept a connection
 
 
+UNJUDGED = (
+    "metric judge: {what} scores questions without an LLM judge (every one would score 0); "
+    "give f1 or em"
+)
+
+
 def parse_objectives(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names or names[0] not in QUALITY:
         raise InputError(f"the first objective must be a quality metric ({', '.join(QUALITY)})")
+    if names[0] == "judge":
+        raise InputError(UNJUDGED.format(what="tuning"))
     if len(names) > 2 or (len(names) == 2 and names[1] not in COSTS):
         raise InputError(f"objectives: a quality metric, optionally one cost ({', '.join(COSTS)})")
     return names

@@ -247,6 +247,8 @@ def make_recipe(
             "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
             "only), joint (searched with the knobs) or finetune (the model tuned on them)"
         )
+    if metric == "judge" and entry.searches:
+        raise InputError(tuning.UNJUDGED.format(what=f"--optimizer {optimizer}"))
     if teacher == "annotations" and optimizer == "finetune":
         entry = get_optimizer(entry_name(optimizer, teacher))
     given = dict(optimizer_settings or {})
@@ -537,6 +539,11 @@ def retune_knobs(
     on the dev questions, or on held-out training questions when the recipe (or ``select_on``)
     selects on ``train``."""
     recipe = recipe_of(read_artifact(source)[0])
+    if recipe.metric == "judge":  # refused before any model call
+        raise InputError(
+            f"{source}: the recipe's metric is judge; --retune scores questions without an "
+            "LLM judge (every one would score 0): recompile without --retune"
+        )
     splits = prepare_recipe(recipe, lm)
     if (select_on or recipe.dataset.select_on) == "train":
         trainset, devset = hold_out(splits.train.examples)

@@ -12,7 +12,13 @@ from helpers import ScriptedEngine, last_question
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.errors import InputError
 from netcast.optimize.compile import compile_program, make_optimizer
-from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, run_tuning
+from netcast.optimize.workflow import (
+    compile_recipe,
+    make_recipe,
+    recompile,
+    retune_knobs,
+    run_tuning,
+)
 from netcast.programs import BasicRAG
 from netcast.session import load
 
@@ -174,6 +180,23 @@ def test_recompile_with_another_model_records_lineage(scripted_lm, qa_file, tmp_
     assert meta["lineage"]["parent"] == str(first.artifact.resolve())
     assert old == read_artifact(first.artifact)[1]
     assert scores["after"]["f1"] == 0.0 and engine.prompts
+
+
+def test_retune_searches_the_recipes_knobs_and_refuses_a_judge_metric(
+    scripted_lm, qa_file, tmp_path
+):
+    lm, engine = scripted_lm(answer)
+    first = compile_recipe(recipe_for(qa_file), tmp_path / "v1", lm=lm, progress=False)
+    asked = len(engine.prompts)
+    knobs = retune_knobs(first.artifact, lm, trials=2)
+    assert set(knobs) >= {"k", "links"} and len(engine.prompts) > asked
+    judged = compile_recipe(
+        recipe_for(qa_file, metric="judge"), tmp_path / "v2", lm=lm, progress=False
+    )
+    asked = len(engine.prompts)
+    with pytest.raises(InputError, match="metric is judge; --retune scores questions without"):
+        retune_knobs(judged.artifact, lm, trials=2)
+    assert len(engine.prompts) == asked  # refused before any model call
 
 
 def test_a_failed_save_leaves_no_artifact(tmp_path, bm25):

@@ -187,6 +187,13 @@ def test_bad_demo_sources_and_knobs_are_refused(bm25):
         make_recipe(
             program="basic", knobs={}, dataset="x", optimizer="mipro", teacher="annotations"
         )
+    for optimizer, program in (("joint", "basic"), ("bootstrap", "auto")):  # auto: the race
+        with pytest.raises(
+            InputError,
+            match=f"metric judge: --optimizer {optimizer if program == 'basic' else 'race'} scores",
+        ):
+            make_recipe(program=program, knobs={}, dataset="x", optimizer=optimizer, metric="judge")
+    assert make_recipe(program="basic", knobs={}, dataset="x", metric="judge").metric == "judge"
 
 
 def test_a_killed_joint_compile_resumes_without_repeating_finished_trials(

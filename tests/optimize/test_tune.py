@@ -373,3 +373,9 @@ def test_a_grid_study_tries_each_setting_once_and_stops_when_the_grid_is_spent(s
     )
     tried = [t.user_attrs["knobs"]["k"] for t in study.trials]
     assert sorted(tried) == [1, 2, 3]  # 8 asked for, the 3 settings each once
+
+
+def test_judge_is_refused_as_an_objective_since_tuning_runs_no_judge():
+    with pytest.raises(InputError, match="metric judge: tuning scores questions without"):
+        tuning.parse_objectives("judge,cost")
+    assert tuning.parse_objectives("em") == ["em"]
