@@ -260,6 +260,7 @@ class Recipe(Shape):
     seed: int
     teacher_model: str | None = None
     teacher: str = "model"
+    judge_model: str | None = None  # --metric judge's judge (absent: the compiled model)
     joint: dict[str, Any] | None = None
     race: dict[str, Any] | None = None
     tuning: dict[str, Any] | None = None

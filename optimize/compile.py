@@ -23,7 +23,8 @@ SELECT_ON = ("dev", "train")
 
 
 def make_metric(name: str, judge_lm: Any = None) -> Callable:
-    """A DSPy metric ``(example, prediction, trace=None) -> float`` by name."""
+    """A DSPy metric ``(example, prediction, trace=None) -> float`` by name; ``judge`` asks
+    ``judge_lm`` (None: the LM in DSPy's context, the model being compiled)."""
     if name == "em":
         return metrics.em_metric
     if name == "f1":
@@ -204,17 +205,18 @@ class DSPyCompile(Teleprompter):
         seed: int = 0,
         threads: int = 1,
         select_on: str = "dev",
+        judge_lm: Any = None,
     ):
         super().__init__()
         self.name, self.settings = name, settings or dspy_settings(name)
         self.metric, self.teacher_lm, self.seed, self.threads = metric, teacher_lm, seed, threads
-        self.select_on = select_on
+        self.select_on, self.judge_lm = select_on, judge_lm
 
     def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
         trainset, valset = selection_sets(self.name, trainset, valset, self.select_on)
         tele = make_optimizer(
             self.name,
-            make_metric(self.metric),
+            make_metric(self.metric, self.judge_lm),
             teacher_lm=self.teacher_lm,
             seed=self.seed,
             threads=self.threads,
@@ -236,9 +238,11 @@ def compile_program(
     threads: int = 1,
     settings: dict[str, Any] | None = None,
     select_on: str = "dev",
+    judge_lm: Any = None,
 ) -> dspy.Module:
     """A copy of ``program`` compiled by DSPy's ``optimizer`` (``DSPyCompile``), its defaults
-    updated with ``settings``."""
+    updated with ``settings``; ``metric="judge"`` is judged by ``judge_lm`` (None: the LM the
+    program runs with)."""
     tele = DSPyCompile(
         optimizer,
         dspy_settings(optimizer, settings),
@@ -247,6 +251,7 @@ def compile_program(
         seed=seed,
         threads=threads,
         select_on=select_on,
+        judge_lm=judge_lm,
     )
     return tele.compile(program, trainset=trainset, valset=valset)
 

@@ -37,11 +37,11 @@ from netcast.session import build_program
 @dataclass(frozen=True)
 class Setup:
     """What a compile gives the optimizer it builds: the model and the teacher model, the
-    metric, the seed, the threads (``threads``: questions at once; ``train_threads``: a
-    finetune's CPU threads, None: the training settings' or every core), where candidates are
-    selected (``select_on``), the
-    ``workspace`` where unfinished work waits beside the artifact (``Optimizer.workspace``)
-    and ``key`` (what its trials mean, for naming them), and who hears of its progress."""
+    metric (and ``judge_lm``, the judge of ``judge``), the seed, the threads (``threads``:
+    questions at once; ``train_threads``: a finetune's CPU threads, None: the training
+    settings' or every core), where candidates are selected (``select_on``), the
+    ``workspace`` where unfinished work waits beside the artifact (``Optimizer.workspace``) and
+    ``key`` (what its trials mean, for naming them), and who hears of its progress."""
 
     lm: Any
     teacher_lm: Any = None
@@ -54,6 +54,7 @@ class Setup:
     progress: bool = True
     report: Callable[[str, dict[str, Any]], None] | None = None
     train_threads: int | None = None
+    judge_lm: Any = None  # --metric judge's judge (None: the compiled model)
 
 
 def _one_program(recipe: Recipe, retriever: Any, lm: Any) -> Any:
@@ -146,6 +147,7 @@ def dspy_optimizer(name: str) -> Optimizer:
             seed=setup.seed,
             threads=setup.threads,
             select_on=setup.select_on,
+            judge_lm=setup.judge_lm,
         )
 
     def check(settings: Any, recipe: Recipe, trainset: Sequence) -> None:
@@ -300,7 +302,7 @@ def _tuner(better_together: bool) -> Optimizer:
     def build(settings: finetune.FinetuneSettings, setup: Setup) -> finetune.FinetuneCompile:
         return finetune.FinetuneCompile(
             settings,
-            metric=make_metric(setup.metric),
+            metric=make_metric(setup.metric, setup.judge_lm),
             teacher_lm=setup.teacher_lm,
             seed=setup.seed,
             threads=setup.threads,

@@ -230,13 +230,15 @@ def make_recipe(
     select_on: str = "dev",
     teacher: str = "model",
     index: str | Path | None = None,
+    judge_model: str | None = None,
 ) -> Recipe:
     """A compile's recipe, its optimizer's settings filled in with their defaults
     (``optimize.registry``). ``teacher`` is where demonstrations come from: ``model`` (the
     model's, or ``teacher_model``'s, successful traces) or ``annotations`` (the training
     data's own, ``optimize.annotations``). The ``joint`` optimizer searches the knobs not given
     in ``knobs`` together with the demonstration sources its settings name; several programs
-    (or ``auto``) are raced, each with its joint search."""
+    (or ``auto``) are raced, each with its joint search. ``judge_model`` judges ``metric``
+    ``judge`` (None: the compiled model)."""
     if teacher not in TEACHERS:
         raise InputError(f"unknown teacher {teacher!r}; choose one of {', '.join(TEACHERS)}")
     if is_race(program):
@@ -249,6 +251,8 @@ def make_recipe(
         )
     if metric == "judge" and entry.searches:
         raise InputError(tuning.UNJUDGED.format(what=f"--optimizer {optimizer}"))
+    if judge_model is not None and metric != "judge":
+        raise InputError(f"--judge-model judges --metric judge only (the metric is {metric})")
     if teacher == "annotations" and optimizer == "finetune":
         entry = get_optimizer(entry_name(optimizer, teacher))
     given = dict(optimizer_settings or {})
@@ -272,6 +276,8 @@ def make_recipe(
         "teacher_model": teacher_model,
         "teacher": teacher,
         "seed": seed,
+        # only when given: a recipe without it reads, writes and hashes as before
+        **({"judge_model": judge_model} if judge_model is not None else {}),
     }
     return recipe_of(recipe)
 
@@ -355,20 +361,24 @@ def compile_recipe(
     reload: bool = False,
     report: Callable[[str, dict[str, Any]], None] | None = None,
     train_threads: int | None = None,
+    judge_lm: dspy.BaseLM | None = None,
 ) -> CompileResult:
     """Run a recipe (program, knobs, dataset and splits, optimizer, metric, model, seed) and
     save the artifact to ``out``: its optimizer (``optimize.registry``) is checked before any
     model call, the program scored on dev, compiled on train, scored again. A recipe whose
     optimizer is ``race`` races the programs it names (``optimize.race``; ``report`` is told
-    of its progress) and compiles the winner. ``lm`` and ``teacher_lm`` replace the models the
-    recipe names (LM objects the caller built, e.g. with an endpoint). With ``reload``, the
-    saved artifact is loaded back as a user would and scored on the same dev questions.
+    of its progress) and compiles the winner. ``lm``, ``teacher_lm`` and ``judge_lm`` replace
+    the models the recipe names (LM objects the caller built, e.g. with an endpoint). With
+    ``reload``, the saved artifact is loaded back as a user would and scored on the same dev
+    questions.
     ``threads``: questions run at once; ``train_threads``: the CPU threads a finetune trains
     on where its settings name none (None: every core)."""
     recipe, out = recipe_of(recipe), Path(out)
     lm = lm or recipe_lm(recipe)
     if teacher_lm is None and recipe.teacher_model:
         teacher_lm = make_lm(recipe.teacher_model)
+    if judge_lm is None and recipe.judge_model:
+        judge_lm = make_lm(recipe.judge_model)
     optimizer = optimizer_for(recipe)
     settings = optimizer.read(recipe.optimizer.settings)
     optimizer.check_model(lm, settings)  # e.g. no weights here to tune: before any model call
@@ -377,8 +387,9 @@ def compile_recipe(
         optimizer.check(settings, recipe, train.examples)
 
     splits = prepare_recipe(recipe, lm, check)
-    if teacher_lm is not None:
-        preflight(teacher_lm)
+    for other in (teacher_lm, judge_lm):
+        if other is not None:
+            preflight(other)
     key = short_hash(_trial_recipe(recipe))
     setup = Setup(
         lm,
@@ -392,6 +403,7 @@ def compile_recipe(
         progress,
         report,
         train_threads,
+        judge_lm,
     )
     student = optimizer.student(recipe, splits.retriever, lm)
     run = _compile_and_score(

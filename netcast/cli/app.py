@@ -342,6 +342,10 @@ TeacherModelOpt = Annotated[
         "the model (distillation)"
     ),
 ]
+JudgeModelOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(help="with --metric judge: the judge model (default: --model)"),
+]
 BudgetOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option(help="joint or race: model calls the search may spend (default: the whole grid)"),
@@ -402,6 +406,7 @@ def compile_cmd(
     model: ModelOpt = None,
     teacher: TeacherOpt = "model",
     teacher_model: TeacherModelOpt = None,
+    judge_model: JudgeModelOpt = None,
     budget: BudgetOpt = None,
     grid: GridOpt = None,
     ties: TiesOpt = None,
@@ -448,6 +453,7 @@ def compile_cmd(
             dev_limit=dev_limit,
             model=model,
             teacher_model=teacher_model,
+            judge_model=judge_model,
             retriever=retriever,
             index=index,
             seed=seed,
@@ -455,14 +461,17 @@ def compile_cmd(
             teacher=teacher,
         )
         lm = _lm(model, api_base, retries, timeout=timeout)
-        teacher_lm = (
-            _lm(teacher_model, api_base, retries, timeout=timeout) if teacher_model else None
+        teacher_lm, judge_lm = (
+            _lm(name, api_base, retries, timeout=timeout) if name else None
+            for name in (teacher_model, judge_model)
         )
-        result, columns = _compile(recipe, out, threads, lm, teacher_lm)
+        result, columns = _compile(recipe, out, threads, lm, teacher_lm, judge_lm)
     _print_compiled(result, columns, out, teacher)
 
 
-def _compile(recipe: Any, out: Path, threads: int | None, lm: Any, teacher_lm: Any):
+def _compile(
+    recipe: Any, out: Path, threads: int | None, lm: Any, teacher_lm: Any, judge_lm: Any = None
+):
     """``netcast compile``: the recipe run, its artifact loaded back and scored; the result
     and the scores before, after and loaded back. ``threads`` (``--threads``): questions at
     once (None: 1) and a finetune's training threads (None: its settings' or every core)."""
@@ -477,6 +486,7 @@ def _compile(recipe: Any, out: Path, threads: int | None, lm: Any, teacher_lm: A
         reload=True,
         lm=lm,
         teacher_lm=teacher_lm,
+        judge_lm=judge_lm,
         report=race_progress,  # a race shows its progress live
     )
     winner = result.race["choice"]["winner"] if result.race else recipe.program

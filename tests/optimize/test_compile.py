@@ -345,6 +345,42 @@ def test_the_teacher_model_writes_the_bootstrapped_demonstrations(scripted_lm, q
     assert len(student.prompts) == 1 and "Word0" in student.prompts[0]
 
 
+@pytest.mark.parametrize(("verdict", "bootstrapped"), [(True, 2), (False, 0)])
+def test_judge_model_decides_which_traces_pass_under_the_judge_metric(
+    scripted_lm, qa_file, verdict, bootstrapped
+):
+    """With --metric judge and a judge model, that model (not the one compiled) judges each
+    trace: it lets wrong answers through or holds right ones back."""
+    from netcast.data import load_dataset
+    from netcast.optimize.compile import demo_report
+    from netcast.session import open_retriever
+
+    _, student = scripted_lm(lambda prompt: {"answer": "wrong" if verdict else "Word"})
+    judge = ScriptedEngine(lambda prompt: {"match": verdict})
+    judge_lm = dspy.LM("scripted/judge", engine=judge, cache=False, num_retries=0)
+    data = load_dataset(qa_file, "all", limit=6)
+    compiled = compile_program(
+        BasicRAG(open_retriever(data)), data.examples, metric="judge", judge_lm=judge_lm
+    )
+    assert demo_report(compiled)["answer"]["bootstrapped"] == bootstrapped
+    assert judge.prompts and all("predicted_answer" in p for p in judge.prompts)
+    assert not any("predicted_answer" in p for p in student.prompts)  # it judged nothing
+
+
+def test_a_compile_records_its_judge_model(scripted_lm, qa_file, tmp_path):
+    lm, engine = scripted_lm(answer)
+    judge = ScriptedEngine(lambda prompt: {"match": True})
+    judge_lm = dspy.LM("scripted/judge", engine=judge, cache=False, num_retries=0)
+    recipe = recipe_for(qa_file, metric="judge", judge_model="scripted/judge")
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm, judge_lm=judge_lm, progress=False)
+    saved = read_artifact(result.artifact)[0]
+    assert saved["judge_model"] == "scripted/judge" and judge.prompts
+    assert not any("predicted_answer" in p for p in engine.prompts)
+    assert "judge_model" not in recipe_for(qa_file).to_dict()  # absent unless given
+    with pytest.raises(InputError, match="--judge-model judges --metric judge only"):
+        recipe_for(qa_file, judge_model="scripted/judge")
+
+
 PROPOSAL = "Answer with the exact span from the passages."
 
 

@@ -145,6 +145,15 @@ def test_compile_rejects_an_unknown_select_on(tmp_path):
     assert result.exit_code == 2 and "unknown --select-on 'test'" in result.output
 
 
+def test_compile_refuses_a_judge_where_no_judge_runs(tmp_path):
+    base = ["compile", "--out", tmp_path / "a", "--model", "openai/x"]
+    result = run(*base, "--judge-model", "openai/y")
+    assert result.exit_code == 2 and "--judge-model judges --metric judge only" in result.output
+    result = run(*base, "--metric", "judge", "--optimizer", "joint")
+    assert result.exit_code == 2 and "--optimizer joint scores questions without" in result.output
+    assert not (tmp_path / "a").exists()
+
+
 def test_show_prints_recipe_scores_and_lineage(tmp_path, bm25):
     from netcast.artifacts import save_artifact
     from netcast.optimize.workflow import make_recipe
