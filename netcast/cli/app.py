@@ -391,8 +391,25 @@ RetuneOpt = Annotated[bool, typer.Option(help="with --from: re-tune knobs first"
 RetuneTrialsOpt = Annotated[int, typer.Option(help="with --retune: tuning trials", min=1)]
 
 
+# what an artifact's recipe holds: refused beside --from, which reruns the recipe as it is
+RECIPE_HOLDS = ("program", "dataset", "train_split", "dev_split", "train_limit", "dev_limit")
+RECIPE_HOLDS += ("optimizer", "metric", "teacher", "teacher_model", "judge_model", "budget")
+RECIPE_HOLDS += ("grid", "ties", "finetune_set", "retriever", "index", "knob", "seed")
+
+
+def _given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The options among ``names`` given on the command line, as they are spelled there."""
+    flags = {p.name: p.opts[0] for p in ctx.command.params}
+    return [
+        flags[n]
+        for n in names
+        if getattr(ctx.get_parameter_source(n), "name", None) in ("COMMANDLINE", "ENVIRONMENT")
+    ]
+
+
 @app.command("compile")
 def compile_cmd(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option(help="artifact directory to write")],
     program: RaceProgramOpt = "basic",
     dataset: CompileDatasetOpt = "hotpotqa-sample",
@@ -429,6 +446,13 @@ def compile_cmd(
     from netcast.optimize.compile import SELECT_ON
     from netcast.retrievers.store import kind_for_index
 
+    if from_dir is not None and (held := _given(ctx, RECIPE_HOLDS)):
+        raise NetcastError(
+            f"{held[0]}: --from reruns {from_dir}'s recipe as it holds it (--model, --select-on "
+            "and --retune change it); to change the rest, compile without --from"
+        )
+    if from_dir is None and (rerun := _given(ctx, ("retune", "trials"))):
+        raise NetcastError(f"{rerun[0]} re-tunes an artifact's knobs: add --from DIR")
     check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
     retriever = kind_for_index(retriever, index)
     if select_on is not None and select_on not in SELECT_ON:

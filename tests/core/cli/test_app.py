@@ -154,6 +154,16 @@ def test_compile_refuses_a_judge_where_no_judge_runs(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
+def test_compile_from_refuses_what_the_recipe_holds_and_retune_needs_from(tmp_path):
+    for given in (["--budget", "5"], ["--set", "k=3"], ["--metric", "em"], ["--seed", "1"]):
+        result = run("compile", "--out", tmp_path / "a", "--from", tmp_path / "x", *given)
+        assert result.exit_code == 2, given
+        assert f"{given[0]}: --from reruns" in result.output and "\n" not in result.output.strip()
+    result = run("compile", "--out", tmp_path / "a", "--retune", "--model", "openai/x")
+    assert result.exit_code == 2 and "--retune re-tunes an artifact's knobs" in result.output
+    assert not (tmp_path / "a").exists()
+
+
 def test_show_prints_recipe_scores_and_lineage(tmp_path, bm25):
     from netcast.artifacts import save_artifact
     from netcast.optimize.workflow import make_recipe
