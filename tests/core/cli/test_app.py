@@ -164,6 +164,19 @@ def test_compile_from_refuses_what_the_recipe_holds_and_retune_needs_from(tmp_pa
     assert not (tmp_path / "a").exists()
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--budget", "30"], "--budget configures a search"),
+        (["--ties", "best"], "--ties configures a search"),
+        (["--teacher", "annotations", "--teacher-model", "openai/y"], "--teacher-model: --teacher"),
+    ],
+)
+def test_compile_refuses_options_its_optimizer_would_ignore(tmp_path, given, said):
+    result = run("compile", "--out", tmp_path / "a", "--model", "openai/x", *given)
+    assert result.exit_code == 2 and said in result.output
+
+
 def test_show_prints_recipe_scores_and_lineage(tmp_path, bm25):
     from netcast.artifacts import save_artifact
     from netcast.optimize.workflow import make_recipe
