@@ -131,6 +131,8 @@ def evaluate(
     from netcast.optimize.workflow import run_evaluation
     from netcast.retrievers.store import kind_for_index
 
+    if judge_model and not judge:
+        raise NetcastError("--judge-model names the judge of --judge: add --judge")
     retriever = kind_for_index(retriever, index)
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, constrained, timeout)
@@ -453,6 +455,9 @@ def compile_cmd(
         )
     if from_dir is None and (rerun := _given(ctx, ("retune", "trials"))):
         raise NetcastError(f"{rerun[0]} re-tunes an artifact's knobs: add --from DIR")
+    if _given(ctx, ("trials",)) and not retune:
+        raise NetcastError("--trials counts --retune's tuning trials: add --retune")
+    _check_ignored(ctx, program, optimizer, teacher)
     check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
     retriever = kind_for_index(retriever, index)
     if select_on is not None and select_on not in SELECT_ON:
@@ -574,6 +579,27 @@ def _compile_recipe_of(
         metric=metric,
         **fields,
     )
+
+
+def _check_ignored(ctx: typer.Context, program: str, optimizer: str, teacher: str) -> None:
+    """One line for a compile option its optimizer would ignore: ``--optimizer`` beside a race
+    (which runs its own search), ``--seed`` to an optimizer that takes none."""
+    from netcast.optimize.race import is_race
+
+    if is_race(program) and _given(ctx, ("optimizer",)) and optimizer != "joint":
+        raise NetcastError(
+            f"--optimizer {optimizer}: --program {program} races the strategies, each with the "
+            "joint search; drop --optimizer (compile the winner's recipe after)"
+        )
+    seeded = is_race(program) or teacher == "annotations" or optimizer not in UNSEEDED
+    if _given(ctx, ("seed",)) and not seeded:
+        raise NetcastError(
+            f"--seed: DSPy's {optimizer} takes no seed (the same training questions give the same "
+            "demonstrations); a seed changes mipro, simba, gepa, joint, the race and finetunes"
+        )
+
+
+UNSEEDED = ("bootstrap", "bootstrap-rs")  # DSPy's optimizers that take no seed
 
 
 def _recompile(

@@ -170,11 +170,28 @@ def test_compile_from_refuses_what_the_recipe_holds_and_retune_needs_from(tmp_pa
         (["--budget", "30"], "--budget configures a search"),
         (["--ties", "best"], "--ties configures a search"),
         (["--teacher", "annotations", "--teacher-model", "openai/y"], "--teacher-model: --teacher"),
+        (["--program", "auto", "--optimizer", "mipro"], "--optimizer mipro: --program auto races"),
+        (["--seed", "1"], "--seed: DSPy's bootstrap takes no seed"),
+        (["--optimizer", "bootstrap-rs", "--seed", "1"], "--seed: DSPy's bootstrap-rs takes no"),
+        (["--from", "x", "--trials", "3"], "--trials counts --retune's tuning trials"),
     ],
 )
 def test_compile_refuses_options_its_optimizer_would_ignore(tmp_path, given, said):
     result = run("compile", "--out", tmp_path / "a", "--model", "openai/x", *given)
     assert result.exit_code == 2 and said in result.output
+
+
+def test_compile_takes_a_seed_where_the_optimizer_draws_with_it(tmp_path):
+    for given in (["--optimizer", "mipro"], ["--teacher", "annotations"], ["--program", "auto"]):
+        result = run(
+            "compile", "--out", tmp_path / "a", "--seed", "3", "--dataset", "x.jsonl", *given
+        )
+        assert result.exit_code == 2 and "x.jsonl: file not found" in result.output, given
+
+
+def test_evaluate_refuses_a_judge_model_without_judge():
+    result = run("evaluate", "--judge-model", "openai/y", "--model", "openai/x")
+    assert result.exit_code == 2 and "--judge-model names the judge of --judge" in result.output
 
 
 def test_show_prints_recipe_scores_and_lineage(tmp_path, bm25):
