@@ -99,6 +99,24 @@ def open_study(
     raise AssertionError("unreachable")
 
 
+def check_resumed(study: optuna.Study, meaning: dict[str, Any]) -> None:
+    """Record what ``study``'s trials are scored on (``meaning``: program, questions,
+    retriever, ...), or, for a study that holds trials already, refuse other settings with one
+    line: resumed under other settings, its old trials would be mixed with the new ones and
+    picked among them."""
+    stored = study.user_attrs.get("meaning")
+    if stored is None:
+        study.set_user_attr("meaning", meaning)
+        return
+    changed = [k for k in sorted({*stored, *meaning}) if stored.get(k) != meaning.get(k)]
+    if changed:
+        key = changed[0]
+        raise InputError(
+            f"study {study.study_name!r} holds trials scored with {key} {stored.get(key)!r}, "
+            f"not {meaning.get(key)!r}: give another --study name, or the same settings"
+        )
+
+
 def _storage(url: str | None, heartbeat: int):
     if url is None:  # in memory: nothing to resume, no heartbeats
         return optuna.storages.InMemoryStorage()

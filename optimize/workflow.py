@@ -648,6 +648,22 @@ def run_tuning(
     # every knob setting once (a grid over the declared ranges), never the same one twice
     grid = knob_grid(get_program(program), lm)
     the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
+    meaning = {  # what the study's trials were scored on: a resumed study must match it
+        "program": program,
+        "dataset": dataset,
+        "dev_split": dev_split,
+        "dev_limit": dev_limit,
+        "retriever": splits.retriever.kind,
+        "index": str(Path(index).resolve()) if index else None,
+        "corpus_hash": splits.retriever.corpus.content_hash(),
+        "compile_each": compile_each,
+        **(
+            {"optimizer": optimizer, "train_split": train_split, "train_limit": train_limit}
+            if compile_each
+            else {}
+        ),
+    }
+    tuning.check_resumed(the_study, meaning)
     _tune(
         the_study,
         trials,

@@ -163,6 +163,32 @@ def test_an_engine_that_states_no_window_records_no_lm_settings(scripted_lm, qa_
     assert read_artifact(result.artifact)[0]["model"]["lm_kwargs"] == {}
 
 
+def test_a_study_resumed_under_other_settings_is_refused(scripted_lm, qa_file, tmp_path):
+    lm, engine = scripted_lm(answer)
+    storage = f"sqlite:///{tmp_path / 'tune.db'}"
+
+    def tune(dev_limit, trials):
+        return run_tuning(
+            "basic",
+            qa_file,
+            lm,
+            trials=trials,
+            objectives="f1",
+            dev_limit=dev_limit,
+            storage=storage,
+        )
+
+    first = tune(4, 1)
+    asked = len(engine.prompts)
+    with pytest.raises(
+        InputError, match="holds trials scored with dev_limit 4, not 6: give another"
+    ):
+        tune(6, 2)
+    assert len(engine.prompts) == asked  # no trial ran under the other settings
+    again = tune(4, 2)  # the same settings resume it
+    assert again.name == first.name and len(again.study.trials) == 2
+
+
 def test_uncompiled_program_has_no_demos(scripted_lm, bm25):
     scripted_lm(answer)
     assert "(0 demos)" in BasicRAG(bm25)(question="Paris capital?").answer
