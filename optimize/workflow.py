@@ -654,8 +654,7 @@ def run_tuning(
         "dev_split": dev_split,
         "dev_limit": dev_limit,
         "retriever": splits.retriever.kind,
-        "index": str(Path(index).resolve()) if index else None,
-        "corpus_hash": splits.retriever.corpus.content_hash(),
+        "corpus_hash": splits.retriever.corpus.content_hash(),  # an index's, wherever it is
         "compile_each": compile_each,
         **(
             {"optimizer": optimizer, "train_split": train_split, "train_limit": train_limit}
