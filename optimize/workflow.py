@@ -524,13 +524,17 @@ def recompile(
     select_on: str | None = None,
     report: Callable[[str, dict[str, Any]], None] | None = None,
     train_threads: int | None = None,
+    make: Callable[[str], dspy.BaseLM] | None = None,
 ) -> tuple[CompileResult, dict[str, Any]]:
     """Rerun ``source``'s recipe with ``model`` (``rerun_recipe``: optionally re-tuned
     ``knobs``, or another ``select_on``); the new artifact's lineage names ``source``.
-    ``report`` is told of each step of a race (``compile_recipe``). Returns the result and the
-    old scores."""
+    ``report`` is told of each step of a race (``compile_recipe``). ``make`` builds the
+    recipe's teacher and judge models by name (None: ``make_lm``; the command line builds them
+    as it builds ``lm``, with its endpoints and timeouts). Returns the result and the old
+    scores."""
     recipe, old_scores, _ = read_artifact(source)
     new_recipe = rerun_recipe(recipe, model, knobs, select_on)
+    teacher, judge = new_recipe.teacher_model, new_recipe.judge_model
     result = compile_recipe(
         new_recipe,
         out,
@@ -538,6 +542,8 @@ def recompile(
         threads=threads,
         progress=progress,
         lm=lm,
+        teacher_lm=make(teacher) if make and teacher else None,
+        judge_lm=make(judge) if make and judge else None,
         report=report,
         train_threads=train_threads,
     )

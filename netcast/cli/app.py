@@ -466,7 +466,15 @@ def compile_cmd(
         )
     if from_dir is not None:
         lm = _lm(model, api_base, retries, timeout=timeout)
-        result, columns = _recompile(from_dir, out, model, lm, select_on, retune, trials, threads)
+        result, columns = _recompile(
+            from_dir,
+            out,
+            (model, lm, lambda name: _lm(name, api_base, retries, timeout=timeout)),
+            select_on,
+            retune,
+            trials,
+            threads,
+        )
     else:
         recipe = _compile_recipe_of(
             program,
@@ -605,18 +613,20 @@ UNSEEDED = ("bootstrap", "bootstrap-rs")  # DSPy's optimizers that take no seed
 def _recompile(
     source: Path,
     out: Path,
-    model: str | None,
-    lm: Any,
+    models: tuple[str | None, Any, Any],
     select_on: str | None,
     retune: bool,
     trials: int,
     threads: int | None,
 ):
-    """``netcast compile --from``: the artifact's recipe run again with ``lm`` (its knobs
-    re-tuned first with ``retune``); the result and the old and new scores."""
+    """``netcast compile --from``: the artifact's recipe run again with ``models``: the
+    ``--model`` name, its LM and how the recipe's teacher and judge models are built (with the
+    command's endpoints and timeouts); its knobs re-tuned first with ``retune``. The result and
+    the old and new scores."""
     from netcast.optimize.workflow import recompile, retune_knobs
     from netcast.render import race_progress
 
+    model, lm, make = models
     knobs = retune_knobs(source, lm, trials, select_on) if retune else None
     result, old = recompile(
         source,
@@ -628,6 +638,7 @@ def _recompile(
         lm=lm,
         select_on=select_on,
         report=race_progress,  # a race run again shows its progress live
+        make=make,
     )
     return result, {f"{source} (old)": old.get("after"), f"{out} (new model)": result.after}
 

@@ -225,6 +225,28 @@ def test_retune_searches_the_recipes_knobs_and_refuses_a_judge_metric(
     assert len(engine.prompts) == asked  # refused before any model call
 
 
+def test_recompile_builds_the_recipes_teacher_as_the_caller_builds_models(
+    scripted_lm, qa_file, tmp_path
+):
+    lm, _ = scripted_lm(answer)
+    teachers = [ScriptedEngine(answer) for _ in range(2)]
+    teacher_lms = [
+        dspy.LM("scripted/teacher", engine=e, cache=False, num_retries=0) for e in teachers
+    ]
+    recipe = recipe_for(qa_file, teacher_model="scripted/teacher")
+    first = compile_recipe(
+        recipe, tmp_path / "v1", lm=lm, teacher_lm=teacher_lms[0], progress=False
+    )
+    made = []
+
+    def make(name):  # as the command line builds them: its endpoints, retries, timeout
+        made.append(name)
+        return teacher_lms[1]
+
+    recompile(first.artifact, "scripted/fake", tmp_path / "v2", lm=lm, make=make, progress=False)
+    assert made == ["scripted/teacher"] and teachers[1].prompts
+
+
 def test_a_failed_save_leaves_no_artifact(tmp_path, bm25):
     program = BasicRAG(bm25)
 
