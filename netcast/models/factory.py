@@ -88,6 +88,12 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     if name in embedded.MODELS:
         from netcast.models.llama import LlamaCppEngine
 
+        if lm_kwargs.get("api_base"):
+            raise InputError(
+                f"--api-base: {name} runs in this process, not on a server; name the served "
+                "model with --model (e.g. openai/NAME for an OpenAI-compatible server)"
+            )
+
         lm_kwargs.pop("timeout", None)  # in-process: nothing to wait for
         n_ctx = int(lm_kwargs.pop("n_ctx", os.environ.get("NETCAST_N_CTX", DEFAULT_N_CTX)))
         max_tokens = lm_kwargs.pop("max_tokens", 384)

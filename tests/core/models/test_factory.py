@@ -65,3 +65,13 @@ def test_a_question_longer_than_a_quarter_of_the_window_is_refused_naming_it():
     factory.check_questions([short, ("q2", "word " * 31_000)], lm)  # ~31k tokens: fits
     with pytest.raises(InputError, match=r"^q3: 3\d,\d{3} tokens, more than a quarter of "):
         factory.check_questions([short, ("q3", "word " * 33_000)], lm)
+
+
+def test_an_endpoint_for_the_embedded_model_is_one_line_before_it_loads():
+    import pytest
+
+    from netcast.errors import InputError
+
+    for name in (None, "embedded", "embedded-1.5b"):
+        with pytest.raises(InputError, match="--api-base: embedded.* runs in this process"):
+            factory.make_lm(name, api_base="http://localhost:8080/v1")
