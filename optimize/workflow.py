@@ -249,10 +249,7 @@ def make_recipe(
             "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
             "only), joint (searched with the knobs) or finetune (the model tuned on them)"
         )
-    if metric == "judge" and entry.searches:
-        raise InputError(tuning.UNJUDGED.format(what=f"--optimizer {optimizer}"))
-    if judge_model is not None and metric != "judge":
-        raise InputError(f"--judge-model judges --metric judge only (the metric is {metric})")
+    _check_judge(metric, judge_model, entry.searches, optimizer, teacher)
     if teacher == "annotations" and optimizer == "finetune":
         entry = get_optimizer(entry_name(optimizer, teacher))
     given = dict(optimizer_settings or {})
@@ -280,6 +277,24 @@ def make_recipe(
         **({"judge_model": judge_model} if judge_model is not None else {}),
     }
     return recipe_of(recipe)
+
+
+def _check_judge(
+    metric: str, judge_model: str | None, searches: bool, optimizer: str, teacher: str
+) -> None:
+    """Refuse a judge where none runs: ``judge`` for a search (its rows carry no judge score:
+    every question would score 0), ``judge_model`` beside another metric or beside the
+    annotation teacher (which scores nothing)."""
+    if metric == "judge" and searches:
+        what = "the strategy race" if optimizer == "race" else f"--optimizer {optimizer}"
+        raise InputError(tuning.UNJUDGED.format(what=what))
+    if judge_model is not None and metric != "judge":
+        raise InputError(f"--judge-model judges --metric judge only (the metric is {metric})")
+    if judge_model is not None and teacher == "annotations":
+        raise InputError(
+            "--judge-model: --teacher annotations takes its demonstrations as the training data "
+            "gives them, judging none"
+        )
 
 
 def recorded_lm_kwargs(recipe: Recipe, lm: Any) -> dict[str, Any]:
@@ -380,6 +395,14 @@ def compile_recipe(
     if judge_lm is None and recipe.judge_model:
         judge_lm = make_lm(recipe.judge_model)
     optimizer = optimizer_for(recipe)
+    # again here: a recipe read back (``--from``) did not pass through ``make_recipe``
+    _check_judge(
+        recipe.metric,
+        recipe.judge_model,
+        optimizer.searches,
+        recipe.optimizer.name,
+        recipe.teacher,
+    )
     settings = optimizer.read(recipe.optimizer.settings)
     optimizer.check_model(lm, settings)  # e.g. no weights here to tune: before any model call
 
@@ -390,6 +413,8 @@ def compile_recipe(
     for other in (teacher_lm, judge_lm):
         if other is not None:
             preflight(other)
+    if recipe.metric == "judge" and judge_lm is None:
+        judge_lm = lm  # the compiled model, not a teacher in DSPy's context while bootstrapping
     key = short_hash(_trial_recipe(recipe))
     setup = Setup(
         lm,
@@ -656,9 +681,12 @@ def run_tuning(
     the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
     meaning = {  # what the study's trials were scored on: a resumed study must match it
         "program": program,
-        "dataset": dataset,
+        "model": lm.model,
+        "objectives": names,
         "dev_split": dev_split,
         "dev_limit": dev_limit,
+        # the questions themselves, not the dataset's path (workers name one file differently)
+        "questions": short_hash([[ex.id, ex.question] for ex in splits.dev.examples]),
         "retriever": splits.retriever.kind,
         "corpus_hash": splits.retriever.corpus.content_hash(),  # an index's, wherever it is
         "compile_each": compile_each,

@@ -137,7 +137,7 @@ def evaluate(
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, constrained, timeout)
     judge_lm = (
-        (_lm(judge_model, api_base, retries, timeout=timeout) if judge_model else lm)
+        (_other_lm(judge_model, api_base, retries, timeout) if judge_model else lm)
         if judge
         else None
     )
@@ -469,7 +469,7 @@ def compile_cmd(
         result, columns = _recompile(
             from_dir,
             out,
-            (model, lm, lambda name: _lm(name, api_base, retries, timeout=timeout)),
+            (model, lm, lambda name: _other_lm(name, api_base, retries, timeout)),
             select_on,
             retune,
             trials,
@@ -499,7 +499,7 @@ def compile_cmd(
         )
         lm = _lm(model, api_base, retries, timeout=timeout)
         teacher_lm, judge_lm = (
-            _lm(name, api_base, retries, timeout=timeout) if name else None
+            _other_lm(name, api_base, retries, timeout) if name else None
             for name in (teacher_model, judge_model)
         )
         result, columns = _compile(recipe, out, threads, lm, teacher_lm, judge_lm)
@@ -587,6 +587,15 @@ def _compile_recipe_of(
         metric=metric,
         **fields,
     )
+
+
+def _other_lm(name: str, api_base: list[str] | None, retries: int | None, timeout: Any):
+    """A teacher or judge model beside ``--model``: built with the command's endpoint
+    options, except that an embedded one runs in this process (no ``--api-base``)."""
+    from netcast.models import embedded, model_name
+
+    served = model_name(name) not in embedded.MODELS
+    return _lm(name, api_base if served else None, retries, timeout=timeout)
 
 
 def _check_ignored(ctx: typer.Context, program: str, optimizer: str, teacher: str) -> None:

@@ -195,14 +195,23 @@ def save_checkpoint(path: Path, model, optimizer, scheduler, state: Checkpoint, 
     tmp.replace(path)
 
 
+STALE_AFTER = 600
+
+
 def _remove_stale(path: Path) -> None:
     """Remove the temporary files of ``path`` whose writer is gone (a process killed, or left
-    with ``os._exit``, while it saved): each is as large as the checkpoint. A running writer's
-    file is left alone."""
+    with ``os._exit``, while it saved): each is as large as the checkpoint. A file whose pid
+    runs here, or written in the last ``STALE_AFTER`` seconds (a writer on another host of a
+    shared disk), is left alone."""
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         pid = stale.name.removesuffix(".tmp").rsplit(".", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            stale.unlink(missing_ok=True)
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        try:
+            if time.time() - stale.stat().st_mtime > STALE_AFTER:
+                stale.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _alive(pid: int) -> bool:

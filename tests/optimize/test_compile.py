@@ -429,6 +429,33 @@ def test_a_compile_records_its_judge_model(scripted_lm, qa_file, tmp_path):
         recipe_for(qa_file, judge_model="scripted/judge")
 
 
+def test_without_a_judge_model_the_compiled_model_judges_even_beside_a_teacher(
+    scripted_lm, qa_file, tmp_path
+):
+    """DSPy bootstraps inside the teacher's context; the judge stays the compiled model."""
+    lm, student = scripted_lm(lambda p: {"match": True} if "predicted_answer" in p else answer(p))
+    teacher = ScriptedEngine(answer)
+    teacher_lm = dspy.LM("scripted/teacher", engine=teacher, cache=False, num_retries=0)
+    recipe = recipe_for(qa_file, metric="judge", teacher_model="scripted/teacher")
+    compile_recipe(recipe, tmp_path / "a", lm=lm, teacher_lm=teacher_lm, progress=False)
+    assert teacher.prompts and not any("predicted_answer" in p for p in teacher.prompts)
+    assert any("predicted_answer" in p for p in student.prompts)
+
+
+def test_a_judge_is_refused_where_none_runs_even_in_a_recipe_read_back(
+    scripted_lm, qa_file, tmp_path
+):
+    lm, engine = scripted_lm(answer)
+    joint = make_recipe(program="basic", knobs={}, dataset=qa_file, optimizer="joint")
+    with pytest.raises(InputError, match="metric judge: --optimizer joint scores"):
+        compile_recipe(joint.updated(metric="judge"), tmp_path / "a", lm=lm, progress=False)
+    with pytest.raises(InputError, match="metric judge: the strategy race scores"):
+        make_recipe(program="auto", knobs={}, dataset="x", metric="judge")
+    with pytest.raises(InputError, match="--judge-model: --teacher annotations"):
+        recipe_for(qa_file, metric="judge", judge_model="scripted/j", teacher="annotations")
+    assert engine.prompts == []
+
+
 PROPOSAL = "Answer with the exact span from the passages."
 
 

@@ -190,7 +190,9 @@ def test_bad_demo_sources_and_knobs_are_refused(bm25):
     for optimizer, program in (("joint", "basic"), ("bootstrap", "auto")):  # auto: the race
         with pytest.raises(
             InputError,
-            match=f"metric judge: --optimizer {optimizer if program == 'basic' else 'race'} scores",
+            match="metric judge: "
+            + ("--optimizer joint" if program == "basic" else "the strategy race")
+            + " scores",
         ):
             make_recipe(program=program, knobs={}, dataset="x", optimizer=optimizer, metric="judge")
     assert make_recipe(program="basic", knobs={}, dataset="x", metric="judge").metric == "judge"

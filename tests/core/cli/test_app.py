@@ -194,6 +194,20 @@ def test_evaluate_refuses_a_judge_model_without_judge():
     assert result.exit_code == 2 and "--judge-model names the judge of --judge" in result.output
 
 
+def test_a_teacher_or_judge_beside_a_served_model_gets_the_endpoint_unless_embedded(
+    monkeypatch,
+):
+    import importlib
+
+    cli = importlib.import_module("netcast.cli.app")  # the module, not its Typer app
+
+    built = []
+    monkeypatch.setattr(cli, "_lm", lambda name, base, *a, **k: built.append((name, base)))
+    for name in ("embedded-1.5b", "openai/judge"):
+        cli._other_lm(name, ["http://gpu:8000/v1"], None, None)
+    assert built == [("embedded-1.5b", None), ("openai/judge", ["http://gpu:8000/v1"])]
+
+
 def test_show_prints_recipe_scores_and_lineage(tmp_path, bm25):
     from netcast.artifacts import save_artifact
     from netcast.optimize.workflow import make_recipe

@@ -6,6 +6,7 @@ tests/core/models/test_finetune_slow.py."""
 import os
 import signal
 import threading
+import time
 
 import pytest
 import torch
@@ -124,13 +125,17 @@ def test_a_save_removes_what_a_killed_writer_left_and_keeps_a_running_ones(tmp_p
     left = tmp_path / f".c.pt.{int(gone.stdout)}.tmp"  # a writer killed mid-save
     running = tmp_path / f".c.pt.{os.getppid()}.tmp"  # a writer still alive
     other = tmp_path / f".d.pt.{int(gone.stdout)}.tmp"  # another checkpoint's
-    for path in (left, running, other):
+    recent = tmp_path / ".c.pt.999999999.tmp"  # no such pid here, but written just now
+    for path in (left, running, other, recent):
         path.write_bytes(b"partial")
+    old = time.time() - training.STALE_AFTER - 60
+    for path in (left, running, other):
+        os.utime(path, (old, old))
     stop = threading.Event()
     with pytest.raises(training.TrainingInterrupted):
         trained(checkpoint, stop=stop, on_step=lambda step, total, loss: stop.set())
     assert checkpoint.exists()
-    assert not left.exists() and running.exists() and other.exists()
+    assert not left.exists() and running.exists() and other.exists() and recent.exists()
 
 
 def test_checkpointed_activations_train_to_the_same_weights(tmp_path):
