@@ -250,6 +250,11 @@ def make_recipe(
             "only), joint (searched with the knobs) or finetune (the model tuned on them)"
         )
     _check_judge(metric, judge_model, entry.searches, optimizer, teacher)
+    if teacher_model and teacher == "annotations" and not entry.searches:
+        raise InputError(  # a search may still bootstrap (--grid demos=...,bootstrap)
+            "--teacher-model: --teacher annotations takes its demonstrations from the training "
+            "data, no model's traces; drop one of them"
+        )
     if teacher == "annotations" and optimizer == "finetune":
         entry = get_optimizer(entry_name(optimizer, teacher))
     given = dict(optimizer_settings or {})
@@ -392,10 +397,9 @@ def compile_recipe(
     lm = lm or recipe_lm(recipe)
     if teacher_lm is None and recipe.teacher_model:
         teacher_lm = make_lm(recipe.teacher_model)
-    if judge_lm is None and recipe.judge_model:
-        judge_lm = make_lm(recipe.judge_model)
     optimizer = optimizer_for(recipe)
-    # again here: a recipe read back (``--from``) did not pass through ``make_recipe``
+    # again here, before the judge is built: a recipe read back (``--from``) did not pass
+    # through ``make_recipe``
     _check_judge(
         recipe.metric,
         recipe.judge_model,
@@ -403,6 +407,8 @@ def compile_recipe(
         recipe.optimizer.name,
         recipe.teacher,
     )
+    if judge_lm is None and recipe.judge_model:
+        judge_lm = make_lm(recipe.judge_model)
     settings = optimizer.read(recipe.optimizer.settings)
     optimizer.check_model(lm, settings)  # e.g. no weights here to tune: before any model call
 

@@ -567,11 +567,6 @@ def _compile_recipe_of(
     if (budget is not None or ties is not None) and not searching:
         option = "--budget" if budget is not None else "--ties"
         raise NetcastError(f"{option} configures a search: add --optimizer joint or --program auto")
-    if fields.get("teacher_model") and fields.get("teacher") == "annotations" and not searching:
-        raise NetcastError(  # a search may still bootstrap (--grid demos=...,bootstrap)
-            "--teacher-model: --teacher annotations takes its demonstrations from the training "
-            "data, no model's traces; drop one of them"
-        )
     settings = _joint_settings(budget, grid, ties) if searching else None
     if tuning:
         if optimizer not in ("finetune", "better-together"):
