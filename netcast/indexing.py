@@ -26,14 +26,22 @@ def build_index(
     out: str | Path | None = None,
     chunking: dict[str, Any] | None = None,
     language: str = "auto",
+    *,
+    dense_index: str = "auto",
+    embeddings: str | Path | None = None,
     **info: Any,
 ) -> Retriever:
-    """Chunk ``documents``, build a ``kind`` retriever (BM25 splitting words by ``language``),
+    """Chunk ``documents``, build a ``kind`` retriever (BM25 splitting words by ``language``;
+    dense: ``dense_index`` the faiss index type, ``embeddings`` a ``.npy`` computed elsewhere),
     and save it to ``out`` if given (checked first: ``netcast.files.check_output_directory``)."""
     if out is not None:
         check_output_directory(out, "index.json", "index")
+    if embeddings is not None:  # its format and values, before anything is chunked
+        read_embeddings(embeddings)
     corpus = Corpus.from_documents(documents, counter, **(chunking or {}))
-    retriever = build_retriever(corpus, kind, language=language)
+    retriever = build_retriever(
+        corpus, kind, language=language, dense_index=dense_index, embeddings=embeddings
+    )
     if out is not None:
         save_index(retriever, out, chunking=chunking or {"mode": "paragraph"}, **info)
     return retriever

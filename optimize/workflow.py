@@ -157,6 +157,15 @@ class CompileResult:
     dev_f1: tuple[dict[str, float], dict[str, float]] | None = None
 
 
+def check_passages(index: str | Path | None, corpus: str | Path | None) -> None:
+    """One source of the passages searched: a saved ``index`` or a ``corpus`` file, not both."""
+    if index is not None and corpus is not None:
+        raise InputError(
+            f"--corpus {corpus} and --index {index} both give the passages searched: drop one "
+            "(an index is built from its documents with netcast index --corpus)"
+        )
+
+
 def run_evaluation(
     program: str,
     dataset: str,
@@ -176,7 +185,9 @@ def run_evaluation(
 ) -> EvalResult:
     """Evaluate ``program`` on ``dataset``/``split`` with ``lm`` into ``run_dir`` (default:
     ``runs/<program>-<dataset>-<split>-<retriever>-<model>-<hash of the settings>``);
-    rerunning the same evaluation resumes it."""
+    rerunning the same evaluation resumes it. ``index`` and ``corpus`` both give the passages
+    searched: one of them, not both."""
+    check_passages(index, corpus)
     data = load_dataset(dataset, split, limit, corpus, corpus_required=index is None)
     check_questions(data.questions(), lm)
     index_obj = open_retriever(data, index, retriever, token_counter(lm))

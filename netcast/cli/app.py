@@ -128,11 +128,12 @@ def evaluate(
     max_errors: Annotated[int, typer.Option(help="failed questions tolerated", min=0)] = 3,
 ) -> None:
     """Run a program on a dataset split; print quality and cost; save per-question results."""
-    from netcast.optimize.workflow import run_evaluation
+    from netcast.optimize.workflow import check_passages, run_evaluation
     from netcast.retrievers.store import kind_for_index
 
     if judge_model and not judge:
         raise NetcastError("--judge-model names the judge of --judge: add --judge")
+    check_passages(index, corpus)
     retriever = kind_for_index(retriever, index)
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, constrained, timeout)
@@ -229,7 +230,15 @@ def index(
     else:
         _, docs = load_corpus(dataset or "")
         built = build_index(
-            docs, counter, retriever, out, settings, language=bm25_language, source=dataset
+            docs,
+            counter,
+            retriever,
+            out,
+            settings,
+            language=bm25_language,
+            dense_index=dense_index,
+            embeddings=embeddings,
+            source=dataset,
         )
         n_docs = len(docs)
     console.print(
@@ -242,7 +251,10 @@ def index(
 def ask(
     question: Annotated[str, typer.Argument(help="the question")],
     program: Annotated[str, typer.Option(help="strategy name")] = "basic",
-    dataset: Annotated[str, typer.Option(help="whose corpus to search")] = "hotpotqa-sample",
+    dataset: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="whose corpus to search (default hotpotqa-sample; not with --index)"),
+    ] = None,
     model: ModelOpt = None,
     retriever: SearchOpt = None,
     index: IndexOpt = None,
@@ -262,6 +274,10 @@ def ask(
     from netcast.session import build_program, open_retriever
 
     check_blank(question, "the question")
+    if index is not None and dataset is not None:
+        raise NetcastError(
+            f"--dataset {dataset} and --index {index} both name the passages searched: drop one"
+        )
     retriever = kind_for_index(retriever, index)
     knobs = _knobs(knob, program)
     lm = _lm(model, api_base, retries, timeout=timeout)
@@ -269,6 +285,7 @@ def ask(
     preflight(lm)
     data = None
     if index is None:
+        dataset = dataset or "hotpotqa-sample"
         corpus_name, docs = load_corpus(dataset)
         data = QADataset(dataset, "all", [], docs, corpus_name)
     prog = build_program(

@@ -15,7 +15,7 @@ from netcast.cli.options import (
     LimitOpt,
     ModelOpt,
     RetriesOpt,
-    RetrieverOpt,
+    SearchOpt,
     TimeoutOpt,
     command_lm,
 )
@@ -35,7 +35,7 @@ def rerank_check(
         str, typer.Option(help="comma-separated: retriever, dense, likelihood, verdict, rrf:a+b")
     ] = DEFAULT_SIGNALS,
     model: ModelOpt = None,
-    retriever: RetrieverOpt = "bm25",
+    retriever: SearchOpt = None,
     index: IndexOpt = None,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
@@ -47,8 +47,10 @@ def rerank_check(
     from netcast.evaluation.rerank import check_keeps, check_signals, rerank_check
     from netcast.models import token_counter
     from netcast.programs.shared.rerank import needs_model
+    from netcast.retrievers.store import kind_for_index
     from netcast.session import open_retriever
 
+    retriever = kind_for_index(retriever, index)
     names = check_signals(signals.split(","))
     keeps = check_keeps(_keeps(keep), pool)
     wants_model = model or any(needs_model(s) for s in names)

@@ -500,3 +500,88 @@ def test_a_compile_ends_saying_what_its_dev_scores_show_and_what_would_decide(
     tail = "\n".join(lines[shows[0] :])
     assert "held-out training questions" in tail  # a joint compile searched
     assert "n = 3 is a smoke run" in tail and "--dev-limit 150" in tail
+
+
+@pytest.fixture
+def bm25_index(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "\n".join(json.dumps({"title": f"T{i}", "text": f"text number {i}"}) for i in range(5))
+    )
+    result = run("index", "--corpus", docs, "--out", tmp_path / "idx", "--model", "openai/x")
+    assert result.exit_code == 0, result.output
+    return tmp_path / "idx"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ask", "Who?", "--dataset", "hotpotqa-sample"], "--dataset hotpotqa-sample and --index"),
+        (["evaluate", "--corpus", "CORPUS"], "--corpus CORPUS and --index"),
+        (["rerank-check", "--dataset", "hotpotqa-sample", "--retriever", "dense"], "--retriever"),
+    ],
+)
+def test_options_that_contradict_the_index_are_one_line(
+    monkeypatch, tmp_path, bm25_index, args, message
+):
+    """The index gives the passages (and their retriever): a --dataset or --corpus beside it was
+    read and then ignored, and rerank-check titled a BM25 index's table with --retriever's
+    value; each is now refused before any model is made."""
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was made before the options were checked")
+
+    for where in ("netcast.models", "netcast.models.factory", "netcast.optimize.workflow"):
+        monkeypatch.setattr(f"{where}.make_lm", no_model)
+    corpus = tmp_path / "docs.jsonl"
+    args = [str(corpus) if a == "CORPUS" else a for a in args]
+    message = message.replace("CORPUS", str(corpus))
+    result = runner.invoke(app, [*args, "--index", str(bm25_index), "--model", "openai/x"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: " + message), result.output
+
+
+def test_rerank_check_runs_and_names_the_index_s_own_retriever(tmp_path):
+    """Without --retriever, rerank-check searches a dense index as dense and says so (its
+    table was titled with --retriever's default, bm25)."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "\n".join(json.dumps({"title": f"T{i}", "text": f"text number {i}"}) for i in range(5))
+    )
+    index = tmp_path / "dense"
+    built = run("index", "--corpus", docs, "--retriever", "dense", "--out", index)
+    assert built.exit_code == 0, built.output
+    qa = tmp_path / "qa.jsonl"
+    record = {"id": "q1", "question": "number 3?", "answers": ["3"], "supporting_titles": ["T3"]}
+    qa.write_text(json.dumps(record))
+    result = run(
+        "rerank-check", "--dataset", qa, "--split", "all", "--index", index,
+        "--signals", "retriever", "--pool", 3, "--keep", 1,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "dense" in result.output and "bm25" not in result.output, result.output
+
+
+def test_index_of_a_dataset_takes_the_dense_options(tmp_path):
+    """--dense-index and --embeddings apply to --dataset as to --corpus (they were ignored)."""
+    np = pytest.importorskip("numpy")
+    qa = tmp_path / "qa.jsonl"
+    paragraphs = [{"title": f"T{i}", "text": f"text number {i}"} for i in range(3)]
+    qa.write_text(
+        json.dumps({"id": "1", "question": "q", "answers": ["a"], "paragraphs": paragraphs})
+    )
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.ones((3, 7), dtype="float32"))
+    out = tmp_path / "idx"
+    args = ["index", "--dataset", qa, "--retriever", "dense", "--out", out, "--model", "openai/x"]
+    result = run(*args, "--embeddings", bad)
+    assert result.exit_code == 2 and str(bad) in result.output, result.output
+    assert not out.exists()
+    vectors = np.random.default_rng(0).normal(size=(3, 384)).astype("float32")
+    np.save(tmp_path / "e.npy", vectors)
+    result = run(*args, "--embeddings", tmp_path / "e.npy", "--dense-index", "hnsw")
+    assert result.exit_code == 0, result.output
+    from netcast.retrievers.store import load_index
+
+    assert "HNSW" in load_index(out).index_type
