@@ -417,8 +417,14 @@ RECIPE_HOLDS += ("grid", "ties", "finetune_set", "retriever", "index", "knob", "
 
 
 def _given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
-    """The options among ``names`` given on the command line, as they are spelled there."""
-    flags = {p.name: p.opts[0] for p in ctx.command.params}
+    """The options among ``names`` given on the command line, as they are spelled there (a
+    flag's off switch, ``--no-retune``, by its value)."""
+
+    def spelled(p: Any) -> str:
+        off = getattr(p, "secondary_opts", None)
+        return off[0] if off and ctx.params.get(p.name) is False else p.opts[0]
+
+    flags = {p.name: spelled(p) for p in ctx.command.params}
     return [
         flags[n]
         for n in names
@@ -474,13 +480,13 @@ def compile_cmd(
         raise NetcastError(f"{rerun[0]} re-tunes an artifact's knobs: add --from DIR")
     if _given(ctx, ("trials",)) and not retune:
         raise NetcastError("--trials counts --retune's tuning trials: add --retune")
-    _check_ignored(ctx, program, optimizer, teacher)
-    check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
-    retriever = kind_for_index(retriever, index)
     if select_on is not None and select_on not in SELECT_ON:
         raise NetcastError(
             f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
         )
+    _check_ignored(ctx, program, optimizer, teacher, from_dir is not None)
+    check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
+    retriever = kind_for_index(retriever, index)
     if from_dir is not None:
         lm = _lm(model, api_base, retries, timeout=timeout)
         result, columns = _recompile(
@@ -610,9 +616,13 @@ def _other_lm(name: str, api_base: list[str] | None, retries: int | None, timeou
     return _lm(name, api_base if served else None, retries, timeout=timeout)
 
 
-def _check_ignored(ctx: typer.Context, program: str, optimizer: str, teacher: str) -> None:
+def _check_ignored(
+    ctx: typer.Context, program: str, optimizer: str, teacher: str, rerun: bool = False
+) -> None:
     """One line for a compile option its optimizer would ignore: ``--optimizer`` beside a race
-    (which runs its own search), ``--seed`` to an optimizer that takes none."""
+    (which runs its own search), ``--seed`` to an optimizer that takes none, ``--select-on`` to
+    one that scores no candidates on a valset (with ``--from`` the recipe's optimizer decides)."""
+    from netcast.optimize.compile import SELECTING
     from netcast.optimize.race import is_race
 
     if is_race(program) and _given(ctx, ("optimizer",)) and optimizer != "joint":
@@ -625,6 +635,17 @@ def _check_ignored(ctx: typer.Context, program: str, optimizer: str, teacher: st
         raise NetcastError(
             f"--seed: DSPy's {optimizer} takes no seed (the same training questions give the same "
             "demonstrations); a seed changes mipro, simba, gepa, joint, the race and finetunes"
+        )
+    selecting = (*SELECTING, "better-together")
+    if (
+        not rerun
+        and _given(ctx, ("select_on",))
+        and (is_race(program) or optimizer not in selecting)
+    ):
+        what = f"--program {program}" if is_race(program) else f"--optimizer {optimizer}"
+        raise NetcastError(
+            f"--select-on: {what} scores no candidates on a valset (it selects on held-out "
+            f"training questions or not at all); it applies to {', '.join(selecting)}"
         )
 
 

@@ -174,6 +174,10 @@ def test_compile_from_refuses_what_the_recipe_holds_and_retune_needs_from(tmp_pa
         (["--seed", "1"], "--seed: DSPy's bootstrap takes no seed"),
         (["--optimizer", "bootstrap-rs", "--seed", "1"], "--seed: DSPy's bootstrap-rs takes no"),
         (["--from", "x", "--trials", "3"], "--trials counts --retune's tuning trials"),
+        (["--no-retune"], "--no-retune re-tunes an artifact's knobs"),
+        (["--select-on", "train"], "--select-on: --optimizer bootstrap scores no candidates"),
+        (["--optimizer", "joint", "--select-on", "dev"], "--select-on: --optimizer joint scores"),
+        (["--program", "auto", "--select-on", "train"], "--select-on: --program auto scores"),
     ],
 )
 def test_compile_refuses_options_its_optimizer_would_ignore(tmp_path, given, said):
@@ -181,8 +185,14 @@ def test_compile_refuses_options_its_optimizer_would_ignore(tmp_path, given, sai
     assert result.exit_code == 2 and said in result.output
 
 
-def test_compile_takes_a_seed_where_the_optimizer_draws_with_it(tmp_path):
-    for given in (["--optimizer", "mipro"], ["--teacher", "annotations"], ["--program", "auto"]):
+def test_compile_takes_a_seed_or_select_on_where_the_optimizer_uses_it(tmp_path):
+    for given in (
+        ["--optimizer", "mipro"],
+        ["--teacher", "annotations"],
+        ["--program", "auto"],
+        ["--optimizer", "gepa", "--select-on", "train"],
+        ["--optimizer", "better-together", "--select-on", "train"],
+    ):
         result = run(
             "compile", "--out", tmp_path / "a", "--seed", "3", "--dataset", "x.jsonl", *given
         )
