@@ -203,13 +203,7 @@ def read_race(path: Path) -> Race:
         table_ = _json(work / "race.json")
     old = (work / "trials.db").exists() or any(r.get("stage") == "rungs" for r in table_ or [])
     reader = _old_events if old else _new_events
-    out = Race(
-        name,
-        "old: rungs, then joint compiles" if old else "new: successive halving",
-        [],
-        first,
-        fold,
-    )
+    out = Race(name, allocation(old, (work / CHUNK_LOG).is_file()), [], first, fold)
     out.events = reader(work, table_, first, out)
     if recipe:
         out.budget = race.get("budget")
@@ -231,6 +225,16 @@ def read_race(path: Path) -> Race:
     if out.fold is None and table_:
         out.notes.append("the fold's size is not recorded (race unfinished): no whole-fold F1")
     return out
+
+
+def allocation(old: bool, chunk_log: bool) -> str:
+    """How a race spent its calls, as its files show: rungs then joint trials (``trials.db``),
+    else successive halving over arms: breadth-first (each wave's contenders' next arms enter
+    before kept arms climb) where it logged its chunks, else as first built (each wave's arms
+    climbed to the whole fold before the next wave entered)."""
+    if old:
+        return "rungs, then joint compiles"
+    return "halving, breadth-first" if chunk_log else "successive halving"
 
 
 # --- the old allocation ------------------------------------------------------------------------
@@ -616,7 +620,7 @@ def summary(races: list[Race]) -> None:
         rows.append(
             [
                 race.name,
-                race.allocation.split(":")[0],
+                race.allocation,
                 _calls(spent.at),
                 _calls(spent.all, spent.all_exact),
                 race.choice or "- (not finished)",
@@ -659,7 +663,7 @@ def plot(races: list[Race], curves: list[list[Point]], path: Path) -> None:
     fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.2), squeeze=False)
     for ax, (dataset, members) in zip(axes[0], groups.items(), strict=True):
         for i in members:
-            pts, label = curves[i], f"{races[i].name} ({races[i].allocation.split(':')[0]})"
+            pts, label = curves[i], f"{races[i].name} ({races[i].allocation})"
             line = ax.step(
                 [p.model for p in pts if p.whole_score is not None],
                 [p.whole_score for p in pts if p.whole_score is not None],
@@ -723,7 +727,8 @@ def main() -> None:
             "best so far: the best mean F1 on the questions it had scored, among arms scored on "
             "at least the first rung's questions; best on the whole fold: among the arms scored "
             "on all the validation questions (the race picks among those); charged: calls as the "
-            "race's budget counted them (old allocation: DSPy cache hits free; new: every call)",
+            "race's budget counted them (rungs, then joint compiles: DSPy cache hits free; "
+            "halving: every call)",
         ],
     )
     for race in races:

@@ -105,6 +105,7 @@ def test_the_old_allocation_rebuilds_rungs_by_strategy_then_trials_as_they_start
     assert {(e.charged, e.all) for e in race.events[6:10]} == {(1.5, 2.0)}
     assert (race.events[-1].charged, race.events[-1].all) == (0, None)
     assert race.choice == "basic links=1"  # the strategy the old race named, as its arm
+    assert race.allocation == "rungs, then joint compiles"
     points = curve.curve(race.events, race.first, 5, race.fold)
     # by 5 charged calls only the first questions (1 each): no arm on the first rung yet
     assert (points[0].arm, points[0].whole_arm) == (None, None)
@@ -134,6 +135,7 @@ def test_the_new_allocation_orders_arms_by_wave_rung_and_entry(script, tmp_path)
         (b, "q0"), (mh, "q0"), (b, "q1"), (mh, "q1"), (b, "q2"), (b, "q3"),
         (b1, "q0"), (b1, "q1"), (b1, "q2"), (b1, "q3"),
     ]  # fmt: skip
+    assert race.allocation == "successive halving"  # no chunk log: as first built
     # the new race charges every call, cached or not
     assert [e.charged for e in race.events[:2]] == [1, 3]
     assert [e.model for e in race.events[:2]] == [0, 3]
@@ -164,6 +166,7 @@ def test_the_chunk_log_gives_the_order_and_rows_it_lacks_come_last(script, tmp_p
         ("basic at its defaults", "q1"),
     ]
     assert any("not in the chunk log" in note for note in race.notes)
+    assert race.allocation == "halving, breadth-first"
 
 
 def test_an_order_the_files_do_not_keep_is_refused_in_one_line(
@@ -205,7 +208,7 @@ def test_the_script_prints_a_table_a_race_and_the_calls_to_its_pick(
     assert lines[1] == ("| 40 | 40 | 40 | 2 | basic at its defaults | 2 | 0.5 | 0.5 | - | - |")
     assert lines[2].startswith("| 80 | 80 | 80 | 2 | basic at its defaults | 4 | 0.5 | 0.5 |")
     assert lines[-1] == (
-        "| new | new | 80 | 80 | basic at its defaults | 0.500 [0.500, 0.500] | 60 | "
+        "| new | successive halving | 80 | 80 | basic at its defaults | 0.500 [0.500, 0.500] | 60 | "
         "basic at its defaults | 0.500 [0.500, 0.500] | 60 |"
     )
 
