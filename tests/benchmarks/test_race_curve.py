@@ -208,8 +208,8 @@ def test_the_script_prints_a_table_a_race_and_the_calls_to_its_pick(
     assert lines[1] == ("| 40 | 40 | 40 | 2 | basic at its defaults | 2 | 0.5 | 0.5 | - | - |")
     assert lines[2].startswith("| 80 | 80 | 80 | 2 | basic at its defaults | 4 | 0.5 | 0.5 |")
     assert lines[-1] == (
-        "| new | successive halving | 80 | 80 | basic at its defaults | 0.500 [0.500, 0.500] | 60 | "
-        "basic at its defaults | 0.500 [0.500, 0.500] | 60 |"
+        "| new | successive halving | 80 | 80 | basic at its defaults | 0.500 [0.500, 0.500] | "
+        "60 | basic at its defaults | 0.500 [0.500, 0.500] | 60 |"
     )
 
 
