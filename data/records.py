@@ -8,6 +8,7 @@ pooled corpus built from the same records.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,9 @@ import dspy
 
 from netcast.corpus import Document, dedupe_documents, doc_id_for
 from netcast.errors import InputError
+
+# a sentence ends at . ! or ? followed by space and a capital, digit, quote or bracket
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
 @dataclass
@@ -78,24 +82,77 @@ def check_blank(text: str, what: str) -> None:
         raise InputError(f"{what} is blank (empty or only whitespace)")
 
 
+def sentences(text: str) -> list[str]:
+    """``text`` split into sentences (HotpotQA's paragraphs are their sentences joined), as a
+    supporting fact's sentence index counts them."""
+    return [s for s in _SENTENCE_END.split(text.strip()) if s]
+
+
+def holds(text: str, phrase: str) -> bool:
+    """``phrase`` occurs in ``text`` as whole words, case aside."""
+    return _phrase(phrase).search(text) is not None
+
+
+def _phrase(phrase: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(phrase.strip())}(?!\w)", re.IGNORECASE)
+
+
+def sentences_holding(text: str, phrase: str) -> list[int]:
+    """The indices (``sentences``) of the sentences of ``text`` that ``phrase`` occurs in as
+    whole words, case aside; an occurrence the split cuts (``G. Stanley Hall``) marks every
+    sentence it spans."""
+    text = text.strip()
+    spans, at = [], 0
+    for part in sentences(text):
+        start = text.index(part, at)
+        spans.append((start, start + len(part)))
+        at = start + len(part)
+    found = [m.span() for m in _phrase(phrase).finditer(text)]
+    return [
+        n for n, (a, b) in enumerate(spans) if any(a < end and start < b for start, end in found)
+    ]
+
+
 def gold_passages(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The record's supporting paragraphs as ``{"id", "title", "text", "facts"}``, ``facts``
-    being the indices of their supporting sentences where the record names them (HotpotQA's
-    ``supporting_facts``: ``[title, sentence index]`` pairs), else ``[]``."""
+    being the indices of their supporting sentences (``sentences``): where the record names
+    them (HotpotQA's ``supporting_facts``: ``[title, sentence index]`` pairs), those; else
+    ``hop_facts``' (MuSiQue's, derived from its hops); else ``[]``."""
     facts: dict[str, list[int]] = {}
     for fact in record.get("supporting_facts") or []:
         if isinstance(fact, (list, tuple)) and len(fact) == 2 and isinstance(fact[1], int):
             facts.setdefault(str(fact[0]), []).append(fact[1])
+    derived = hop_facts(record)
     found = {}
-    for p in record.get("paragraphs", []):
+    for i, p in enumerate(record.get("paragraphs", [])):
         if p.get("is_supporting"):
             title = p.get("title", "")
             doc_id = doc_id_for(title, p["text"])
+            held = facts.get(title) or derived.get(i, [])
             found.setdefault(
-                doc_id,
-                {"id": doc_id, "title": title, "text": p["text"], "facts": facts.get(title, [])},
+                doc_id, {"id": doc_id, "title": title, "text": p["text"], "facts": held}
             )
     return list(found.values())
+
+
+def hop_facts(record: Mapping[str, Any]) -> dict[int, list[int]]:
+    """MuSiQue names no supporting sentences, but each hop of its ``question_decomposition``
+    names the paragraph that answers it (``paragraph_support_idx``) and its answer: the
+    sentences of that paragraph that hold the answer (``sentences_holding``) stand in for them, by
+    paragraph index. A paragraph none of whose sentences holds its hop's answer (the answer
+    only in its title, or worded otherwise) gets none."""
+    paragraphs = record.get("paragraphs") or []
+    found: dict[int, list[int]] = {}
+    for hop in record.get("question_decomposition") or []:
+        if not isinstance(hop, Mapping):
+            continue
+        i, answer = hop.get("paragraph_support_idx"), str(hop.get("answer") or "").strip()
+        if not (isinstance(i, int) and 0 <= i < len(paragraphs) and answer):
+            continue
+        held = sentences_holding(str(paragraphs[i].get("text", "")), answer)
+        if held:
+            found[i] = sorted(set(found.get(i, []) + held))
+    return found
 
 
 def gold_titles(record: Mapping[str, Any], evidence: list[dict[str, Any]]) -> list[str]:

@@ -166,10 +166,11 @@ class IRCoT(NetcastProgram):
         )
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """From the record's annotations, when every gold passage names its supporting
-        sentences (HotpotQA's do): the gold passages are put in chain order (``chain_order``:
-        the one whose supporting sentences name another gold passage's title, the bridge
-        entity, first).
+        """From the record's annotations, when every gold passage has supporting sentences
+        (HotpotQA's annotated ones; MuSiQue's, those of each hop's paragraph holding the hop's
+        answer: ``netcast.data.records.hop_facts``): the gold passages are put in chain
+        order (``chain_order``: the one whose supporting sentences name another gold
+        passage's title, the bridge entity, first).
         ``reason`` gets two demonstrations: its first step, over the top-``k`` retrieved for
         the question (the first gold passage swapped in for the last other if retrieval
         missed it), writes that passage's supporting sentence naming the bridge entity (else
@@ -179,9 +180,9 @@ class IRCoT(NetcastProgram):
         is: <gold answer>." ``answer`` gives the gold answer from those paragraphs. Not
         taught: the middle steps (one sentence per gold fact; only the first and the last are
         demonstrated), sentences in the model's own words (the demonstrations' are the
-        dataset's supporting sentences, verbatim), and ``reason`` at all for a record whose
-        gold passages name no supporting sentences (MuSiQue's), which teaches ``answer`` only
-        (over the question's top-``k`` with the gold swapped in)."""
+        dataset's supporting sentences, verbatim), and ``reason`` at all for a record where a
+        gold passage has no supporting sentence, which teaches ``answer`` only (over the
+        question's top-``k`` with the gold swapped in)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question, k, cap = example.question, self.knobs.k, self.knobs.max_paragraphs
         hits = self.retriever.search(question, k)

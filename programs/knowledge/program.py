@@ -373,7 +373,8 @@ class KnowledgeAware(NetcastProgram):
         the record names none) and nothing of the others; ``generate`` answers from that
         refined context. Not taught: later plans (their Required gaps are the model's own
         wording), and ``extract`` for a record without supporting sentences for every gold
-        passage (MuSiQue's): its facts are not in the record."""
+        passage (MuSiQue's are derived from its hops' answers: ``netcast.data.records.hop_facts``;
+        a passage whose sentences do not hold its hop's answer has none)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
         hits = self.retriever.search(question, self.knobs.k)

@@ -4,7 +4,9 @@ demonstrations for its own steps in its ``annotated_demos``; nothing here calls 
 
 An example's annotations (``netcast.data.records``): ``gold_passages`` (the supporting
 paragraphs, ``{"id", "title", "text", "facts"}``, ``facts`` = indices of their supporting
-sentences), ``hops`` (MuSiQue's sub-questions) and ``answers``."""
+sentences: HotpotQA's annotated ones; for MuSiQue, which names none, those of each hop's
+paragraph that hold the hop's answer), ``hops`` (MuSiQue's sub-questions) and ``answers``.
+``sentences`` is the split those indices count in."""
 
 from __future__ import annotations
 
@@ -15,10 +17,9 @@ from typing import Any
 import dspy
 
 from netcast.corpus import doc_id_of_chunk, format_passage
+from netcast.data.records import holds, sentences
 from netcast.errors import InputError
 
-# a sentence ends at . ! or ? followed by space and a capital, digit, quote or bracket
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _HOP_REF = re.compile(r"#(\d+)")  # a sub-question naming an earlier hop's answer: "#1"
 
 
@@ -36,11 +37,6 @@ def require(example: dspy.Example, field: str, program: str) -> Any:
             "the annotation teacher needs it"
         )
     return value
-
-
-def sentences(text: str) -> list[str]:
-    """``text`` split into sentences (HotpotQA's paragraphs are their sentences joined)."""
-    return [s for s in _SENTENCE_END.split(text.strip()) if s]
 
 
 def supporting_sentences(passage: dict[str, Any]) -> str | None:
@@ -117,15 +113,10 @@ def gold_queries(example: dspy.Example) -> list[tuple[dict[str, Any], str]]:
         held = [
             i
             for i, hop in enumerate(hops)
-            if hop.get("answer") and _holds(f"{passage['title']} {passage['text']}", hop["answer"])
+            if hop.get("answer") and holds(f"{passage['title']} {passage['text']}", hop["answer"])
         ]
         if held and held[-1] not in by_hop:
             by_hop[held[-1]] = passage
     first = [(by_hop[i], queries[i]) for i in sorted(by_hop)]
     taken = {p["id"] for p, _ in first}
     return first + [(p, p["title"]) for p in example.gold_passages if p["id"] not in taken]
-
-
-def _holds(text: str, phrase: str) -> bool:
-    """``phrase`` occurs in ``text`` as whole words, case aside."""
-    return re.search(rf"(?<!\w){re.escape(phrase.strip())}(?!\w)", text, re.IGNORECASE) is not None

@@ -245,3 +245,36 @@ def test_taught_demos_reach_the_prompts_and_survive_save_and_load(scripted_lm, b
     prediction = fresh(question=QUESTION)
     assert prediction.answer == "Seine (reader)"
     assert "So the answer is: France." in reason_prompts(engine)[0]  # the demonstration
+
+
+def test_a_musique_record_teaches_reason_from_its_hops_answers(bm25):
+    """MuSiQue names no supporting sentences; the sentences of each hop's paragraph that hold
+    the hop's answer stand in, so its records teach ``reason`` too (they taught ``answer``
+    only)."""
+    from netcast.data.records import to_example
+
+    record = {
+        "id": "2hop__1_2",
+        "question": BRIDGE_QUESTION,
+        "answers": ["France"],
+        "paragraphs": [
+            {"title": "Paris", "text": PARIS.split(": ", 1)[1], "is_supporting": True},
+            {"title": "Eiffel Tower", "text": EIFFEL.split(": ", 1)[1], "is_supporting": True},
+        ],
+        "question_decomposition": [
+            {
+                "question": "Where is the Eiffel Tower?",
+                "answer": "Paris",
+                "paragraph_support_idx": 1,
+            },
+            {"question": "#1 is the capital of?", "answer": "France", "paragraph_support_idx": 0},
+        ],
+    }
+    example = to_example(record)
+    ids = {"Paris": "paris", "Eiffel Tower": "eiffel"}  # the fixture corpus's ids
+    gold = [{**p, "id": ids[p["title"]]} for p in example.gold_passages]
+    demos = IRCoT(bm25, k=1).annotated_demos(example.copy(gold_passages=gold))
+    bridge, last = demos["reason"]
+    assert bridge.next_sentence == EIFFEL_SAYS  # hop 1's sentence, naming the bridge, Paris
+    assert last.reasoning_so_far == [EIFFEL_SAYS, PARIS.split(": ", 1)[1]]
+    assert last.next_sentence == "So the answer is: France."
