@@ -257,16 +257,24 @@ def knee(front: Sequence[optuna.trial.FrozenTrial]) -> optuna.trial.FrozenTrial:
     return front[max(range(len(front)), key=dist.__getitem__)]
 
 
-def check_pick_rule(rule: str) -> None:
-    """Refuse an unknown ``--pick`` before any trial runs."""
+def check_pick_rule(rule: str, objectives: Sequence[str] = ("f1", "cost")) -> None:
+    """Refuse an unknown ``--pick`` before any trial runs, and a cost limit where the study
+    measures no cost (one objective: every trial would be within it). With one objective
+    ``knee`` is ``best-quality``: the front is the best trials."""
     if rule in ("best-quality", "knee"):
         return
     if rule.startswith("max-quality-under-cost="):
         try:
             float(rule.split("=", 1)[1])
-            return
         except ValueError:
             pass
+        else:
+            if len(objectives) < 2:
+                raise InputError(
+                    f"--pick {rule} limits a cost, but --objectives {','.join(objectives)} "
+                    "measures none: add one (f1,cost or f1,calls), or --pick best-quality"
+                )
+            return
     raise InputError(f"unknown --pick {rule!r}; use best-quality, knee or max-quality-under-cost=X")
 
 

@@ -662,7 +662,7 @@ def run_tuning(
     """Tune ``program``'s knobs (a resumable, distributable Optuna study) and, with ``out``,
     export the trial ``pick_rule`` chooses as an artifact (``export_trial``)."""
     names = tuning.parse_objectives(objectives)
-    tuning.check_pick_rule(pick_rule)
+    tuning.check_pick_rule(pick_rule, names)
     recipe = make_recipe(  # what an exported trial's artifact records (its knobs: the trial's)
         program=program,
         knobs={},

@@ -173,6 +173,10 @@ def test_pick_rules_are_checked_before_any_trial_runs():
     for rule in ("fastest", "max-quality-under-cost=cheap", "max-quality-under-cost="):
         with pytest.raises(InputError, match="unknown --pick"):
             tuning.check_pick_rule(rule)
+    for rule in ("best-quality", "knee"):  # one objective: both pick the best quality
+        tuning.check_pick_rule(rule, ["em"])
+    with pytest.raises(InputError, match="limits a cost, but --objectives em measures none"):
+        tuning.check_pick_rule("max-quality-under-cost=1.5", ["em"])
 
 
 def test_objectives_are_checked():
