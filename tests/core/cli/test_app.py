@@ -75,11 +75,17 @@ def test_zero_threads_are_refused_in_one_line():
     assert len(result.output.strip().splitlines()) == 1  # not a usage panel
 
 
-def test_index_command_builds_and_refuses_an_empty_corpus(tmp_path):
+def five_docs(tmp_path):
+    """``docs.jsonl``: five one-line documents, T0-T4 ("text number 0" ...)."""
     docs = tmp_path / "docs.jsonl"
     docs.write_text(
         "\n".join(json.dumps({"title": f"T{i}", "text": f"text number {i}"}) for i in range(5))
     )
+    return docs
+
+
+def test_index_command_builds_and_refuses_an_empty_corpus(tmp_path):
+    docs = five_docs(tmp_path)
     result = run("index", "--corpus", docs, "--out", tmp_path / "idx", "--model", "openai/x")
     assert result.exit_code == 0, result.output
     info = json.loads((tmp_path / "idx" / "index.json").read_text())
@@ -514,10 +520,7 @@ def test_a_compile_ends_saying_what_its_dev_scores_show_and_what_would_decide(
 
 @pytest.fixture
 def bm25_index(tmp_path):
-    docs = tmp_path / "docs.jsonl"
-    docs.write_text(
-        "\n".join(json.dumps({"title": f"T{i}", "text": f"text number {i}"}) for i in range(5))
-    )
+    docs = five_docs(tmp_path)
     result = run("index", "--corpus", docs, "--out", tmp_path / "idx", "--model", "openai/x")
     assert result.exit_code == 0, result.output
     return tmp_path / "idx"
@@ -555,10 +558,7 @@ def test_options_that_contradict_the_index_are_one_line(
 def test_rerank_check_runs_and_names_the_index_s_own_retriever(tmp_path):
     """Without --retriever, rerank-check searches a dense index as dense and says so (its
     table was titled with --retriever's default, bm25)."""
-    docs = tmp_path / "docs.jsonl"
-    docs.write_text(
-        "\n".join(json.dumps({"title": f"T{i}", "text": f"text number {i}"}) for i in range(5))
-    )
+    docs = five_docs(tmp_path)
     index = tmp_path / "dense"
     built = run("index", "--corpus", docs, "--retriever", "dense", "--out", index)
     assert built.exit_code == 0, built.output
