@@ -82,9 +82,24 @@ def command_lm(
     **lm_kwargs: Any,
 ):
     """The model the command's options name (``netcast.make_lm``): ``--api-base`` (one server,
-    or several replicas), ``--retries``, ``--timeout``, ``--free-decoding``."""
-    from netcast.models import make_lm
+    or several replicas), ``--retries``, ``--timeout``, ``--free-decoding``. The two options
+    only an embedded model has (``--free-decoding``, ``--merge-adapter``) are one
+    ``InputError`` for a model on a server."""
+    from netcast.errors import InputError
+    from netcast.models import make_lm, model_name
+    from netcast.models.embedded import MODELS
 
+    remote = model_name(model) not in MODELS
+    if remote and not constrained:
+        raise InputError(
+            f"--free-decoding: embedded models only; {model} decodes as its server "
+            "does: drop --free-decoding"
+        )
+    if remote and lm_kwargs.get("merge_adapter"):
+        raise InputError(
+            f"--merge-adapter: embedded models only; {model} serves no netcast "
+            "adapter: drop --merge-adapter"
+        )
     kwargs: dict[str, Any] = {**lm_kwargs, **({} if constrained else {"constrained": False})}
     if timeout is not None:
         kwargs["timeout"] = timeout

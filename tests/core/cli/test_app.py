@@ -343,6 +343,24 @@ def test_free_decoding_reaches_the_embedded_model(
     assert made and made[0].get("constrained", True) is constrained
 
 
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [("evaluate", "--free-decoding"), ("bench", "--free-decoding"), ("bench", "--merge-adapter")],
+)
+def test_an_embedded_only_option_with_a_served_model_is_one_line(
+    monkeypatch, tmp_path, command, flag
+):
+    made = []
+    monkeypatch.setattr("netcast.models.make_lm", lambda *a, **k: made.append(k))
+    args = [command, "--model", "openai/some-model", flag, "--run-dir", str(tmp_path / "r")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: embedded models only; ")
+    assert "openai/some-model" in lines[0] and lines[0].endswith(f"drop {flag}")
+    assert not made and not (tmp_path / "r").exists()
+
+
 def test_a_free_decoding_run_records_it_so_it_never_resumes_a_constrained_one():
     from types import SimpleNamespace
 
