@@ -109,6 +109,10 @@ def _checked(path: Path, spec: SpecFile, raw: dict[str, Any]) -> Spec:
         )
     if spec.split not in ("train", "dev", "all"):
         raise _Bad("field 'split'", f"unknown split {spec.split!r}; choose train, dev or all")
+    _check_served(spec.model, spec.n_ctx, spec.decoding, "")
+    for i, entry in enumerate(spec.compiled):
+        entry_name = f"[[compiled]] #{i + 1}"
+        _check_served(entry.model or spec.model, entry.n_ctx, spec.decoding, entry_name)
     wrong = ABLATION_ONLY if spec.kind == "bench" else BENCH_ONLY
     for key in wrong:
         if key in raw:
@@ -143,6 +147,26 @@ def _checked(path: Path, spec: SpecFile, raw: dict[str, Any]) -> Spec:
     if not rows:
         raise _Bad("field 'programs'", "the spec names no row (programs, variants, compiled)")
     return checked
+
+
+def _check_served(model: str, n_ctx: int | None, decoding: str, entry: str) -> None:
+    """An embedded model's settings (a window, free decoding) given for a model on a server,
+    which has its server's window and decoding: refused, naming the field (of ``entry``, the
+    compiled entry whose model it is, or of the spec where ``entry`` is "")."""
+    from netcast.models import model_name
+    from netcast.models.embedded import MODELS
+
+    if model_name(model) in MODELS:
+        return
+    if n_ctx:
+        where = f"{entry}: field 'n_ctx'" if entry else "field 'n_ctx'"
+        raise _Bad(where, f"an embedded model's window; {model} has its server's")
+    if decoding == "free":
+        whose = f"{entry}'s model" if entry else "model"
+        raise _Bad(
+            "field 'decoding'",
+            f"'free' is for embedded models; the {whose} {model} decodes as its server does",
+        )
 
 
 def _program(name: str) -> None:

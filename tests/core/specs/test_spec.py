@@ -52,6 +52,19 @@ def write(path, text):
             "optimizer = 'joint' only",
         ),
         ('[[compiled]]\nartifact = "a"\n', "[[compiled]] #1", "exactly one of 'program'"),
+        ('model = "openai/m"\nn_ctx = 8192\n', "field 'n_ctx'", "an embedded model's window"),
+        ('model = "openai/m"\ndecoding = "free"\n', "field 'decoding'", "the model openai/m"),
+        (
+            '[[compiled]]\nartifact = "a"\nprogram = "basic"\nmodel = "openai/m"\nn_ctx = 4096\n',
+            "[[compiled]] #1: field 'n_ctx'",
+            "openai/m has its server's",
+        ),
+        (
+            'decoding = "free"\n[[compiled]]\nartifact = "a"\nprogram = "basic"\n'
+            'model = "openai/m"\n',
+            "field 'decoding'",
+            "[[compiled]] #1's model openai/m decodes as its server does",
+        ),
     ],
 )
 def test_a_bad_spec_is_one_line_naming_the_file_and_the_field(tmp_path, extra, where, message):
@@ -104,12 +117,12 @@ def test_not_toml_and_no_file_are_one_line(tmp_path):
         read_spec(tmp_path / "gone.toml")
 
 
-def bench_spec(tmp_path, dataset, extra=""):
+def bench_spec(tmp_path, dataset, extra="", model="scripted/fake"):
     return read_spec(
         write(
             tmp_path / "capitals.toml",
             f'title = "Capitals"\ndataset = "{dataset}"\nsplit = "all"\nlimit = 4\n'
-            f'model = "scripted/fake"\nrun_dir = "{tmp_path / "rows"}"\n'
+            f'model = "{model}"\nrun_dir = "{tmp_path / "rows"}"\n'
             'programs = ["basic"]\nvariants = ["basic:top_k=1"]\n' + extra,
         )
     )
@@ -258,7 +271,7 @@ def test_the_command_line_runs_a_spec_and_prints_its_tables(scripted_lm, tmp_pat
 
     monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", fake_lm)
     dataset = capitals_file(tmp_path / "capitals.jsonl", 4)
-    spec = bench_spec(tmp_path, dataset, 'decoding = "free"\n')
+    spec = bench_spec(tmp_path, dataset, 'decoding = "free"\n', model="embedded")
     runner = CliRunner()
 
     def run(*args):
@@ -266,7 +279,7 @@ def test_the_command_line_runs_a_spec_and_prints_its_tables(scripted_lm, tmp_pat
 
     result = run("bench", "--spec", spec.path, "--retries", "2")
     assert result.exit_code == 0, result.output
-    assert made[0] == ("scripted/fake", 2, False)  # the spec's free decoding
+    assert made[0] == ("embedded", 2, False)  # the spec's free decoding
     assert "| basic-top_k-1 | 4 | 1.000 [1.000, 1.000] |" in result.output
     calls = len(engine.prompts)
     shown = run("report", "--spec", spec.path)
