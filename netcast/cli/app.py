@@ -485,6 +485,8 @@ def compile_cmd(
             f"unknown --select-on {select_on!r}; choose one of {', '.join(SELECT_ON)}"
         )
     _check_ignored(ctx, program, optimizer, teacher, from_dir is not None)
+    if from_dir is not None and select_on is not None and not retune:
+        _check_rerun_selects(from_dir, select_on)
     check_output_directory(out, "recipe.json", "artifact")  # not found out after the compile
     retriever = kind_for_index(retriever, index)
     if from_dir is not None:
@@ -650,6 +652,21 @@ def _check_ignored(
 
 
 UNSEEDED = ("bootstrap", "bootstrap-rs")  # DSPy's optimizers that take no seed
+
+
+def _check_rerun_selects(source: Path, select_on: str) -> None:
+    """``compile --from DIR --select-on X`` without ``--retune``: one line where DIR's recipe
+    runs an optimizer that scores no candidates on a valset (X would be recorded and change
+    nothing)."""
+    from netcast.artifacts import read_artifact
+    from netcast.optimize.compile import SELECTING
+
+    name = (read_artifact(source)[0].get("optimizer") or {}).get("name")
+    if name not in (*SELECTING, "better-together"):
+        raise NetcastError(
+            f"--select-on {select_on}: {source}'s recipe runs {name}, which scores no "
+            "candidates on a valset; drop --select-on (or add --retune, whose trials it sets)"
+        )
 
 
 def _recompile(

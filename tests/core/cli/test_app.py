@@ -1,4 +1,6 @@
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -6,6 +8,7 @@ from typer.testing import CliRunner
 from netcast.cli.app import app
 
 runner = CliRunner()
+ARTIFACTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "artifacts"
 
 
 def run(*args):
@@ -189,6 +192,43 @@ def test_compile_from_refuses_what_the_recipe_holds_and_retune_needs_from(tmp_pa
 def test_compile_refuses_options_its_optimizer_would_ignore(tmp_path, given, said):
     result = run("compile", "--out", tmp_path / "a", "--model", "openai/x", *given)
     assert result.exit_code == 2 and said in result.output
+
+
+@pytest.mark.parametrize("optimizer", ["joint", "race", "finetune", "bootstrap"])
+def test_compile_from_refuses_select_on_where_the_recipes_optimizer_selects_nothing(
+    tmp_path, monkeypatch, optimizer
+):
+    source = tmp_path / "x"
+    shutil.copytree(ARTIFACTS / "basic-joint-links-wide-0.5b", source)
+    recipe = json.loads((source / "recipe.json").read_text())
+    (source / "recipe.json").write_text(json.dumps({**recipe, "optimizer": {"name": optimizer}}))
+    made = []
+    monkeypatch.setattr("netcast.models.make_lm", lambda *a, **k: made.append(k))
+    args = ["compile", "--out", tmp_path / "a", "--from", source, "--model", "openai/x"]
+    result = run(*args, "--select-on", "train")
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: --select-on train: {source}")
+    assert f"runs {optimizer}, which scores no candidates" in lines[0]
+    assert not made and not (tmp_path / "a").exists()
+
+
+def test_compile_from_takes_select_on_where_the_recipe_selects_or_knobs_are_retuned(
+    tmp_path, monkeypatch
+):
+    from netcast.errors import InputError
+
+    def stop(*a, **k):
+        raise InputError("stop here")
+
+    monkeypatch.setattr("netcast.models.make_lm", stop)
+    source = tmp_path / "x"
+    shutil.copytree(ARTIFACTS / "basic-joint-links-wide-0.5b", source)
+    args = ["compile", "--out", tmp_path / "a", "--from", source, "--select-on", "train"]
+    assert "error: stop here" in run(*args, "--retune").output  # the retune's trials use it
+    recipe = json.loads((source / "recipe.json").read_text())
+    (source / "recipe.json").write_text(json.dumps({**recipe, "optimizer": {"name": "mipro"}}))
+    assert "error: stop here" in run(*args).output
 
 
 def test_compile_takes_a_seed_or_select_on_where_the_optimizer_uses_it(tmp_path):
