@@ -382,14 +382,20 @@ def train(
     return TrainResult(state.losses, state.seconds, resumed_at)
 
 
+# The steps whose pace the time left is estimated from: those of the last hour. rich's default
+# (30 s) holds at most one step of a 1.5B training (about a minute each), so it showed no
+# estimate at all.
+PACE_WINDOW = 3600.0
+
+
 class StepProgress:
     """A progress bar over training steps on stderr: the step, the last step's loss, elapsed
     time and the time left (rich's estimate from the steps' pace). Where stderr is not a
     terminal (a log file, a pipe), where a bar is drawn only when it stops, a plain line with
     the same fields is printed every ``lines`` steps (default: a twentieth of the run) and at
-    the last."""
+    the last. ``clock``: the time source (default rich's, monotonic)."""
 
-    def __init__(self, description: str, console=None, lines: int = 0):
+    def __init__(self, description: str, console=None, lines: int = 0, clock=None):
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -410,6 +416,8 @@ class StepProgress:
             TimeRemainingColumn(),
             console=console or Console(stderr=True),
             transient=False,
+            speed_estimate_period=PACE_WINDOW,
+            **({"get_time": clock} if clock else {}),
         )
         self._description = description
         self._task = None

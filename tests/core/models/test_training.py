@@ -238,6 +238,21 @@ def test_progress_shows_step_loss_and_eta():
     assert "eta" in text
 
 
+def test_the_time_left_is_estimated_from_steps_a_minute_apart():
+    """A 1.5B training takes about a minute a step: the estimate must span several steps."""
+    from rich.console import Console
+
+    now = [0.0]
+    console = Console(record=True, width=120, force_terminal=False)
+    progress = training.StepProgress("finetune", console=console, lines=1, clock=lambda: now[0])
+    with progress:
+        for step in range(1, 4):
+            now[0] += 60.0
+            progress(step, 10, 1.0)
+    lines = [x for x in console.export_text().splitlines() if x.startswith("finetune:")]
+    assert lines[-1].endswith("eta 0:07:00"), lines  # 7 steps left, a minute each
+
+
 def test_progress_off_a_terminal_prints_a_line_every_few_steps():
     """A log file gets the bar only when it stops; plain lines keep a background run's log
     current: here every 2nd of 5 steps and the last, none between."""
