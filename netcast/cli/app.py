@@ -612,10 +612,9 @@ def _compile_recipe_of(
 def _other_lm(name: str, api_base: list[str] | None, retries: int | None, timeout: Any):
     """A teacher or judge model beside ``--model``: built with the command's endpoint
     options, except that an embedded one runs in this process (no ``--api-base``)."""
-    from netcast.models import embedded, model_name
+    from netcast.models import is_embedded
 
-    served = model_name(name) not in embedded.MODELS
-    return _lm(name, api_base if served else None, retries, timeout=timeout)
+    return _lm(name, None if is_embedded(name) else api_base, retries, timeout=timeout)
 
 
 def _check_ignored(
@@ -624,7 +623,6 @@ def _check_ignored(
     """One line for a compile option its optimizer would ignore: ``--optimizer`` beside a race
     (which runs its own search), ``--seed`` to an optimizer that takes none, ``--select-on`` to
     one that scores no candidates on a valset (with ``--from`` the recipe's optimizer decides)."""
-    from netcast.optimize.compile import SELECTING
     from netcast.optimize.race import is_race
 
     if is_race(program) and _given(ctx, ("optimizer",)) and optimizer != "joint":
@@ -638,7 +636,7 @@ def _check_ignored(
             f"--seed: DSPy's {optimizer} takes no seed (the same training questions give the same "
             "demonstrations); a seed changes mipro, simba, gepa, joint, the race and finetunes"
         )
-    selecting = (*SELECTING, "better-together")
+    selecting = _selecting()
     if (
         not rerun
         and _given(ctx, ("select_on",))
@@ -654,15 +652,21 @@ def _check_ignored(
 UNSEEDED = ("bootstrap", "bootstrap-rs")  # DSPy's optimizers that take no seed
 
 
+def _selecting() -> tuple[str, ...]:
+    """The optimizers that score candidates on a valset (``--select-on`` applies to them)."""
+    from netcast.optimize.compile import SELECTING
+
+    return (*SELECTING, "better-together")
+
+
 def _check_rerun_selects(source: Path, select_on: str) -> None:
     """``compile --from DIR --select-on X`` without ``--retune``: one line where DIR's recipe
     runs an optimizer that scores no candidates on a valset (X would be recorded and change
     nothing)."""
     from netcast.artifacts import read_artifact
-    from netcast.optimize.compile import SELECTING
 
     name = (read_artifact(source)[0].get("optimizer") or {}).get("name")
-    if name not in (*SELECTING, "better-together"):
+    if name not in _selecting():
         raise NetcastError(
             f"--select-on {select_on}: {source}'s recipe runs {name}, which scores no "
             "candidates on a valset; drop --select-on (or add --retune, whose trials it sets)"

@@ -86,10 +86,9 @@ def command_lm(
     only an embedded model has (``--free-decoding``, ``--merge-adapter``) are one
     ``InputError`` for a model on a server."""
     from netcast.errors import InputError
-    from netcast.models import make_lm, model_name
-    from netcast.models.embedded import MODELS
+    from netcast.models import is_embedded, make_lm
 
-    remote = model_name(model) not in MODELS
+    remote = not is_embedded(model)
     if remote and not constrained:
         raise InputError(
             f"--free-decoding: embedded models only; {model} decodes as its server "

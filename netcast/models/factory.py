@@ -61,6 +61,11 @@ def model_name(model: str | None) -> str:
     return model or EMBEDDED
 
 
+def is_embedded(model: str | None) -> bool:
+    """Whether ``model`` names an embedded model (run in this process), not one on a server."""
+    return model_name(model) in embedded.MODELS
+
+
 def use_netcast_cache() -> None:
     """Point DSPy's disk cache at netcast's directory (once per process and directory)."""
     directory = str(settings.cache_dir())
@@ -85,7 +90,7 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     name = model_name(model)
     lm_kwargs.setdefault("temperature", 0.0)
     _check_settings(lm_kwargs)
-    if name in embedded.MODELS:
+    if is_embedded(name):
         from netcast.models.llama import LlamaCppEngine
 
         if lm_kwargs.get("api_base"):

@@ -153,10 +153,9 @@ def _check_served(model: str, n_ctx: int | None, decoding: str, entry: str) -> N
     """An embedded model's settings (a window, free decoding) given for a model on a server,
     which has its server's window and decoding: refused, naming the field (of ``entry``, the
     compiled entry whose model it is, or of the spec where ``entry`` is "")."""
-    from netcast.models import model_name
-    from netcast.models.embedded import MODELS
+    from netcast.models import is_embedded
 
-    if model_name(model) in MODELS:
+    if is_embedded(model):
         return
     if n_ctx:
         where = f"{entry}: field 'n_ctx'" if entry else "field 'n_ctx'"
