@@ -427,6 +427,7 @@ def finetune(
             checkpoint_every=cfg.checkpoint_every,
             key=key,
             stop=stop,
+            on_start=display.start if display is not None else None,
             on_step=display,
             notice=notice,
         )

@@ -317,14 +317,16 @@ def train(
     checkpoint_every: int,
     key: str,
     stop: threading.Event | None = None,
+    on_start: Callable[[int, int], None] | None = None,
     on_step: Callable[[int, int, float], None] | None = None,
     notice: Callable[[str], None] = lambda text: None,
 ) -> TrainResult:
     """Train ``model``'s trainable parameters on ``examples`` (loss on reply tokens only),
     resuming from ``checkpoint`` if it holds a state for ``key``, saving one every
     ``checkpoint_every`` steps and when ``stop`` is set (then ``TrainingInterrupted``).
-    ``on_step(step, total, loss)`` after each step. The checkpoint is removed at the end.
-    The steps run on ``threads`` torch CPU threads (``torch_threads``)."""
+    ``on_start(step, total)`` before the first step this run takes (``step``: where it starts,
+    0 or a checkpoint's), ``on_step(step, total, loss)`` after each step. The checkpoint is
+    removed at the end. The steps run on ``threads`` torch CPU threads (``torch_threads``)."""
     import torch
 
     stop = stop or threading.Event()
@@ -347,6 +349,8 @@ def train(
     elif state.step:
         notice(f"resuming from the checkpoint at step {state.step} of {total}")
     model.train()
+    if on_start is not None:
+        on_start(state.step, total)
     with torch_threads(threads), stop_on_sigint(stop, notice):
         for step in range(state.step, total):
             if stop.is_set():
@@ -433,11 +437,16 @@ class StepProgress:
     def print(self, text: str) -> None:
         self._progress.console.print(text, soft_wrap=True, highlight=False)
 
+    def start(self, step: int, total: int) -> None:
+        """The run starts at ``step`` (0, or where a checkpoint left off): its clock starts
+        now, so the elapsed time counts this run's first step too."""
+        self._task = self._progress.add_task(
+            self._description, total=total, completed=step, loss="-"
+        )
+
     def __call__(self, step: int, total: int, loss: float) -> None:
-        if self._task is None:
-            self._task = self._progress.add_task(
-                self._description, total=total, completed=step - 1, loss="-"
-            )
+        if self._task is None:  # not started: the clock starts at this step's end
+            self.start(step - 1, total)
         self._progress.update(self._task, completed=step, loss=f"{loss:.3f}")
         every = self.lines or max(1, total // 20)
         if not self._progress.console.is_terminal and (step % every == 0 or step == total):

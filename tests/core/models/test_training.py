@@ -104,7 +104,9 @@ def test_a_stopped_training_saves_a_checkpoint_and_resumes_to_the_same_weights(t
     assert err.value.exit_code == 130
     assert checkpoint.exists()
 
-    resumed, weights = trained(checkpoint)
+    starts = []
+    resumed, weights = trained(checkpoint, on_start=lambda step, total: starts.append(step))
+    assert starts == [2]  # the run is told where it starts, before its first step
     assert resumed.resumed_at == 2
     assert resumed.losses == pytest.approx(full.losses, rel=1e-5)
     assert same_weights(weights, full_weights)
@@ -251,6 +253,24 @@ def test_the_time_left_is_estimated_from_steps_a_minute_apart():
             progress(step, 10, 1.0)
     lines = [x for x in console.export_text().splitlines() if x.startswith("finetune:")]
     assert lines[-1].endswith("eta 0:07:00"), lines  # 7 steps left, a minute each
+
+
+def test_the_elapsed_time_counts_the_first_step():
+    """Started before its first step, the clock counts it: three steps a minute apart are three
+    minutes (the task added at the first step's end said two)."""
+    from rich.console import Console
+
+    now = [0.0]
+    console = Console(record=True, width=120, force_terminal=False)
+    progress = training.StepProgress("finetune", console=console, lines=1, clock=lambda: now[0])
+    with progress:
+        progress.start(4, 10)  # a run resumed at step 4
+        for step in range(5, 8):
+            now[0] += 60.0
+            progress(step, 10, 1.0)
+    lines = [x for x in console.export_text().splitlines() if x.startswith("finetune:")]
+    assert lines[-1].startswith("finetune: step 7/10")
+    assert "0:03:00 elapsed, eta 0:03:00" in lines[-1], lines
 
 
 def test_progress_off_a_terminal_prints_a_line_every_few_steps():
