@@ -80,7 +80,9 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
     of several servers spreads its calls over them (``netcast.models.replicas``). Temperature 0
     by default. Uses netcast's DSPy cache directory. Embedded models decode under the JSON schema
     of each step's outputs (``constrained=True``, see ``default_adapter``); ``constrained=False``
-    decodes freely, for comparison.
+    decodes freely, for comparison. These settings (``EMBEDDED_SETTINGS``: ``n_ctx``,
+    ``prefix_cache``, ``constrained``, ``merge_adapter``) given for a model on a server are one
+    ``InputError``: it has its server's window, cache and decoding.
 
     A model called over HTTP waits at most ``timeout`` seconds (default ``DEFAULT_TIMEOUT``) for
     each reply before the call fails (and is retried ``num_retries`` times). A name no provider
@@ -113,8 +115,9 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
         )
         lm_kwargs.setdefault("num_retries", 0)
         return EmbeddedLM(name, engine, max_tokens=max_tokens, **lm_kwargs)
-    lm_kwargs.pop("merge_adapter", None)  # no adapter of netcast's to merge
-    lm_kwargs.pop("constrained", None)  # a provider's structured output: see default_adapter
+    _check_served_settings(name, lm_kwargs)
+    lm_kwargs.pop("merge_adapter", None)  # False: nothing to merge
+    lm_kwargs.pop("constrained", None)  # True: a provider's structured output, default_adapter
     lm_kwargs.setdefault("max_tokens", 1024)
     lm_kwargs.setdefault("num_retries", 3)
     lm_kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
@@ -127,6 +130,28 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
         if bases:
             lm_kwargs["api_base"] = bases[0]
     return dspy.LM(name, **lm_kwargs)
+
+
+# settings of the embedded models' llama.cpp engine: what each means, and the value a model
+# on a server has anyway (None: any value given is refused)
+EMBEDDED_SETTINGS: dict[str, tuple[str, Any]] = {
+    "n_ctx": ("a context window", None),
+    "prefix_cache": ("llama.cpp's prompt cache", None),
+    "constrained": ("decoding under each step's JSON schema", True),
+    "merge_adapter": ("a LoRA adapter merged into the model file", False),
+}
+
+
+def _check_served_settings(name: str, lm_kwargs: dict[str, Any]) -> None:
+    """An embedded engine's setting given for a model on a server (which has its server's
+    window, cache and decoding, and no netcast adapter): one ``InputError`` naming it, rather
+    than dropped or sent to the provider as a call argument."""
+    for key, (what, served) in EMBEDDED_SETTINGS.items():
+        if key in lm_kwargs and (served is None or lm_kwargs[key] != served):
+            raise InputError(
+                f"{key}={lm_kwargs[key]!r}: {what} is a setting of the embedded models "
+                f"({', '.join(embedded.MODELS)}); {name} runs on a server, which has its own"
+            )
 
 
 def _check_settings(lm_kwargs: dict[str, Any]) -> None:

@@ -176,13 +176,19 @@ class SpecRun:
         return [r for r in self.results if r[1].errors]
 
 
-def lm_kwargs(spec: Spec, n_ctx: int | None = None) -> dict[str, Any]:
-    """The model settings a spec's rows run with: free decoding, an embedded model's window."""
+def lm_kwargs(spec: Spec, n_ctx: int | None = None, model: str | None = None) -> dict[str, Any]:
+    """The model settings a spec's rows run with, on ``model`` (default the spec's): free
+    decoding, an embedded model's window (``n_ctx``, else the spec's). The spec's window is its
+    embedded model's, so a compiled entry's model on a server does not take it (the spec check
+    refuses a window or free decoding given for a served model itself)."""
+    from netcast.models import is_embedded
+
     kwargs: dict[str, Any] = {}
     if spec.file.decoding == "free":
         kwargs["constrained"] = False
-    if n_ctx or spec.file.n_ctx:
-        kwargs["n_ctx"] = n_ctx or spec.file.n_ctx
+    window = n_ctx or (spec.file.n_ctx if is_embedded(model or spec.file.model) else None)
+    if window:
+        kwargs["n_ctx"] = window
     return kwargs
 
 

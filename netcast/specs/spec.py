@@ -299,7 +299,7 @@ def compile_entry(
     if (out / "program.json").exists():
         return None
     model = entry.model or spec.file.model
-    lm = make(model, **lm_kwargs(spec, entry.n_ctx))
+    lm = make(model, **lm_kwargs(spec, entry.n_ctx, model))
     if entry.source is not None:
         recompile(entry.source, model, out, lm=lm, threads=threads, progress=progress)
         return out

@@ -75,3 +75,24 @@ def test_an_endpoint_for_the_embedded_model_is_one_line_before_it_loads():
     for name in (None, "embedded", "embedded-1.5b"):
         with pytest.raises(InputError, match="--api-base: embedded.* runs in this process"):
             factory.make_lm(name, api_base="http://localhost:8080/v1")
+
+
+def test_an_embedded_setting_for_a_served_model_is_one_line_not_dropped():
+    """A window, llama.cpp's prompt cache, free decoding or a merged adapter mean nothing to a
+    model on a server: each is refused naming it (they were dropped, or n_ctx sent to litellm);
+    the values a server has anyway pass."""
+    import pytest
+
+    from netcast.errors import InputError
+
+    for setting in (
+        {"n_ctx": 4096},
+        {"prefix_cache": "off"},
+        {"constrained": False},
+        {"merge_adapter": True},
+    ):
+        (key,) = setting
+        with pytest.raises(InputError, match=rf"^{key}=.* openai/gpt-4o-mini runs on a server"):
+            factory.make_lm("openai/gpt-4o-mini", **setting)
+    lm = factory.make_lm("openai/gpt-4o-mini", constrained=True, merge_adapter=False)
+    assert not {"constrained", "merge_adapter", "n_ctx"} & set(lm.kwargs)

@@ -81,6 +81,21 @@ def test_a_bad_spec_is_one_line_naming_the_file_and_the_field(tmp_path, extra, w
     assert message in line
 
 
+def test_the_spec_window_is_its_embedded_models_not_a_served_entrys(tmp_path):
+    """A spec's n_ctx is the window of its embedded model: an embedded compiled entry takes it
+    (or its own), an entry whose model is on a server does not (make_lm refuses a window for a
+    served model; the spec used to hand it on)."""
+    from netcast.specs.model import lm_kwargs
+
+    text = GOOD + 'n_ctx = 4096\n[[compiled]]\nartifact = "a"\nprogram = "basic"\n'
+    spec = read_spec(write(tmp_path / "s.toml", text + 'model = "openai/m"\n'))
+    assert lm_kwargs(spec) == {"n_ctx": 4096}
+    served = spec.file.compiled[0]
+    assert lm_kwargs(spec, served.n_ctx, served.model) == {}
+    assert lm_kwargs(spec, 2048, "embedded-1.5b") == {"n_ctx": 2048}
+    assert lm_kwargs(spec, None, "embedded-1.5b") == {"n_ctx": 4096}
+
+
 def test_an_ablation_spec_is_checked_too(tmp_path):
     head = 'title = "t"\nkind = "ablation"\ndataset = "hotpotqa-sample"\n'
     config = '[[config]]\nlabel = "a"\nprogram = "basic"\n'
