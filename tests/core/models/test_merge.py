@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from helpers import tiny_gguf_adapter, tiny_gguf_base
+from netcast.errors import InputError
 from netcast.models import embedded, lora, merge
 
 TARGETS = {"blk.0.attn_q.weight": (64, 64), "blk.1.ffn_down.weight": (64, 128)}
@@ -218,4 +219,6 @@ def test_merging_is_a_setting_of_make_lm_off_by_default():
 
     assert make_lm("embedded").engine.merge_lora is False
     assert make_lm("embedded", merge_adapter=True).engine.merge_lora is True
-    assert "merge_adapter" not in make_lm("openai/gpt-4o-mini", merge_adapter=True).kwargs
+    assert "merge_adapter" not in make_lm("openai/gpt-4o-mini", merge_adapter=False).kwargs
+    with pytest.raises(InputError, match="^merge_adapter=True: .* runs on a server"):
+        make_lm("openai/gpt-4o-mini", merge_adapter=True)  # no netcast adapter there
