@@ -499,6 +499,34 @@ def test_ctrl_c_during_lm_finetune_saves_exits_130_and_the_same_call_resumes(mon
     assert lora.read_record(lora.parse_model_id(tuned.model)[1]).examples == 8
 
 
+def test_the_progress_bar_starts_before_the_first_step_and_prints_a_line_at_the_last(
+    monkeypatch, capsys
+):
+    starts = []
+    original = training.StepProgress.start
+    monkeypatch.setattr(
+        training.StepProgress,
+        "start",
+        lambda self, step, total: starts.append((step, total)) or original(self, step, total),
+    )
+    steps = []
+    watch_training(monkeypatch)
+    real_train = training.train
+
+    def counted(*args, on_step=None, **kwargs):
+        def step(done, total, loss):
+            steps.append((done, bool(starts)))
+            on_step(done, total, loss)
+
+        return real_train(*args, on_step=step, **kwargs)
+
+    monkeypatch.setattr(training, "train", counted)
+    finetune.finetune("embedded", chats(8), progress=True)
+    # the bar (its clock) started once, at step 0, before the first step ended
+    assert starts == [(0, 8)] and steps[0] == (1, True)
+    assert "step 8/8" in capsys.readouterr().err  # stderr is no terminal here: a plain last line
+
+
 def test_a_second_ctrl_c_interrupts_at_once():
     import os
     import signal
