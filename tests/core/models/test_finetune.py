@@ -510,16 +510,15 @@ def test_the_progress_bar_starts_before_the_first_step_and_prints_a_line_at_the_
         lambda self, step, total: starts.append((step, total)) or original(self, step, total),
     )
     steps = []
-    watch_training(monkeypatch)
-    real_train = training.train
 
     def counted(*args, on_step=None, **kwargs):
         def step(done, total, loss):
             steps.append((done, bool(starts)))
             on_step(done, total, loss)
 
-        return real_train(*args, on_step=step, **kwargs)
+        return TRAIN(*args, on_step=step, **kwargs)
 
+    monkeypatch.setattr(training, "load_base", tiny_base)
     monkeypatch.setattr(training, "train", counted)
     finetune.finetune("embedded", chats(8), progress=True)
     # the bar (its clock) started once, at step 0, before the first step ended
