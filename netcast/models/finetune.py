@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import resource
 import shutil
 import signal
 import sys
@@ -445,18 +444,13 @@ def finetune(
             "examples": len(examples),
             "loss_curve": result.losses,
             "seconds": result.seconds,
-            "peak_memory": peak_memory(),
+            "peak_memory": result.peak_memory,
             "longest_tokens": longest,
             "memory_estimate": plan.estimate,
             "gradient_checkpointing": plan.checkpointed,
         },
     )
     return lora.tuned_model_id(spec, record.sha256)
-
-
-def peak_memory() -> int:
-    """This process's peak resident memory so far, in bytes."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def attach(lm: dspy.LM) -> dspy.LM:

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import signal
 import threading
 import time
@@ -172,6 +173,7 @@ class Checkpoint:
     step: int
     losses: list[float]
     seconds: float
+    peak_memory: int = 0  # bytes: the highest peak of the runs so far (``peak_memory``)
 
 
 def save_checkpoint(path: Path, model, optimizer, scheduler, state: Checkpoint, key: str) -> None:
@@ -185,6 +187,7 @@ def save_checkpoint(path: Path, model, optimizer, scheduler, state: Checkpoint, 
         "step": state.step,
         "losses": list(state.losses),
         "seconds": state.seconds,
+        "peak_memory": max(state.peak_memory, peak_memory()),
         "weights": {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad},
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
@@ -246,7 +249,17 @@ def load_checkpoint(path: Path, model, optimizer, scheduler, key: str) -> Checkp
             params[name].copy_(value)
     optimizer.load_state_dict(data["optimizer"])
     scheduler.load_state_dict(data["scheduler"])
-    return Checkpoint(int(data["step"]), [float(x) for x in data["losses"]], data["seconds"])
+    return Checkpoint(
+        int(data["step"]),
+        [float(x) for x in data["losses"]],
+        data["seconds"],
+        int(data.get("peak_memory", 0)),
+    )
+
+
+def peak_memory() -> int:
+    """This process's peak resident memory so far, in bytes."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def reply_loss(model, example: Encoded):
@@ -301,6 +314,7 @@ class TrainResult:
     losses: list[float]
     seconds: float
     resumed_at: int  # the step a checkpoint let this run start from (0: from the start)
+    peak_memory: int  # bytes: the highest process peak of this run and those it resumed
 
 
 def train(
@@ -376,6 +390,7 @@ def train(
                 step + 1,
                 [*state.losses, total_loss / len(batch)],
                 state.seconds + time.perf_counter() - started,
+                state.peak_memory,
             )
             if on_step is not None:
                 on_step(state.step, total, state.losses[-1])
@@ -383,7 +398,9 @@ def train(
                 save_checkpoint(checkpoint, model, optimizer, scheduler, state, key)
     model.eval()
     checkpoint.unlink(missing_ok=True)
-    return TrainResult(state.losses, state.seconds, resumed_at)
+    return TrainResult(
+        state.losses, state.seconds, resumed_at, max(state.peak_memory, peak_memory())
+    )
 
 
 # The steps whose pace the time left is estimated from: those of the last hour. rich's default

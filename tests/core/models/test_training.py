@@ -165,6 +165,19 @@ def test_a_killed_training_resumes_from_its_last_periodic_checkpoint(tmp_path):
     assert same_weights(weights, full_weights)
 
 
+def test_a_resumed_training_reports_the_highest_peak_memory_of_its_runs(tmp_path, monkeypatch):
+    checkpoint = tmp_path / "c.pt"
+    stop = threading.Event()
+    monkeypatch.setattr(training, "peak_memory", lambda: 9 * 2**30)  # the first run's process
+    with pytest.raises(training.TrainingInterrupted):
+        trained(checkpoint, stop=stop, on_step=lambda step, total, loss: step == 2 and stop.set())
+    monkeypatch.setattr(training, "peak_memory", lambda: 2 * 2**30)  # the resumed run's, lower
+    resumed, _ = trained(checkpoint)
+    assert resumed.resumed_at == 2 and resumed.peak_memory == 9 * 2**30
+    fresh, _ = trained(tmp_path / "fresh.pt")
+    assert fresh.peak_memory == 2 * 2**30
+
+
 def test_a_checkpoint_of_other_data_or_settings_is_not_resumed(tmp_path):
     checkpoint = tmp_path / "c.pt"
     stop = threading.Event()
