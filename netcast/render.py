@@ -289,7 +289,8 @@ ARTIFACT_FIELDS = (
 
 def adapter_line(recipe: dict[str, Any]) -> str | None:
     """What a tuned artifact's adapter is (its recipe's ``finetune`` entry), in one line: the
-    file and its sha256, the base model, the examples it was trained on and the loss."""
+    file and its sha256, the base model, the examples it was trained on, the loss and the
+    training time."""
     entry = recipe.get("finetune")
     if not isinstance(entry, dict):
         return None
@@ -299,6 +300,8 @@ def adapter_line(recipe: dict[str, Any]) -> str | None:
     teacher = examples.get("teacher") or "the model's own"
     losses = entry.get("loss_curve") or []
     loss = f"; {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""
+    if entry.get("seconds"):  # the steps' time, summed over a resumed training's runs
+        loss += f", {entry['seconds']:,.0f} s of training"
     questions = f"{examples.get('questions')} {examples.get('split')} questions"
     if teacher == "annotations":
         source = f" from the annotations of {questions}"

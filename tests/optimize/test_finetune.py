@@ -636,7 +636,10 @@ def test_netcast_compile_tunes_with_the_settings_given_and_prints_the_adapter(
     assert settings["train"]["epochs"] == 2 and settings["metric_threshold"] == 1.0
     assert recipe["finetune"]["settings"]["epochs"] == 2
     assert len(recipe["finetune"]["loss_curve"]) == 2 * len(trainer[0]["chats"])
-    assert any(x.startswith("adapter: lora.gguf (sha256 ") for x in result.output.splitlines())
+    line = next(
+        x for x in result.output.splitlines() if x.startswith("adapter: lora.gguf (sha256 ")
+    )
+    assert line.endswith(f"{recipe['finetune']['seconds']:,.0f} s of training")
 
 
 @pytest.fixture
