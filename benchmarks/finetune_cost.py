@@ -56,7 +56,10 @@ def training_rows(recipe: dict) -> list[list[object]]:
         ],
         ["training seconds", f"{tuned['seconds']:,.0f}"],
         ["seconds an example", f"{tuned['seconds'] / count:.1f}"],
-        ["peak memory (the compile's process)", f"{tuned['peak_memory'] / 2**30:.1f} GiB"],
+        [
+            "peak memory (the training's processes, highest)",
+            f"{tuned['peak_memory'] / 2**30:.1f} GiB",
+        ],
         ["memory check's estimate", estimate(tuned)],
         ["adapter", f"{tuned['adapter']['size'] / 2**20:.1f} MiB (rank {tuned['rank']})"],
         [

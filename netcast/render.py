@@ -299,9 +299,10 @@ def adapter_line(recipe: dict[str, Any]) -> str | None:
     steps = ", ".join(f"{k} {v}" for k, v in (examples.get("per_step") or {}).items())
     teacher = examples.get("teacher") or "the model's own"
     losses = entry.get("loss_curve") or []
-    loss = f"; {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""
-    if entry.get("seconds"):  # the steps' time, summed over a resumed training's runs
-        loss += f", {entry['seconds']:,.0f} s of training"
+    tail = f"; {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""
+    seconds = entry.get("seconds")  # the steps' time, summed over a resumed training's runs
+    if isinstance(seconds, int | float):
+        tail += f", {seconds:,.0f} s of training"
     questions = f"{examples.get('questions')} {examples.get('split')} questions"
     if teacher == "annotations":
         source = f" from the annotations of {questions}"
@@ -315,7 +316,7 @@ def adapter_line(recipe: dict[str, Any]) -> str | None:
         f"{str(base.get('sha256'))[:12]}...), trained on {examples.get('count')} examples"
         + (f" ({steps})" if steps else "")
         + source
-        + loss
+        + tail
     )
 
 

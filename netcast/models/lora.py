@@ -41,7 +41,7 @@ class AdapterRecord:
     examples: int = 0
     loss_curve: list[float] = field(default_factory=list)
     seconds: float = 0.0  # training time (steps only, summed over resumed runs)
-    peak_memory: int = 0  # bytes: peak resident memory, the highest of the training's runs
+    peak_memory: int = 0  # bytes: the highest whole-process peak (ru_maxrss) the training ran in
     longest_tokens: int = 0  # the longest training example
     memory_estimate: int = 0  # bytes: what the memory check expected (finetune.memory_needed)
     gradient_checkpointing: bool = False  # activations recomputed in the backward pass

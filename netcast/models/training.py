@@ -173,7 +173,9 @@ class Checkpoint:
     step: int
     losses: list[float]
     seconds: float
-    peak_memory: int = 0  # bytes: the highest peak of the runs so far (``peak_memory``)
+    # bytes: the highest process peak of the runs so far (``peak_memory``), as of each saved
+    # checkpoint: a killed run's peak after its last checkpoint is not kept
+    peak_memory: int = 0
 
 
 def save_checkpoint(path: Path, model, optimizer, scheduler, state: Checkpoint, key: str) -> None:

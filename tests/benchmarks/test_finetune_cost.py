@@ -57,7 +57,7 @@ def test_training_reads_the_recipes_adapter_entry(script):
     table = dict(script("finetune_cost").training_rows(recipe))
     assert table["examples"] == "4 (a 3, b 1)"
     assert table["seconds an example"] == "5.0"
-    assert table["peak memory (the compile's process)"] == "2.0 GiB"
+    assert table["peak memory (the training's processes, highest)"] == "2.0 GiB"
     assert table["adapter"] == "3.0 MiB (rank 16)"
     assert table["loss, first and last 2 steps"] == "1.000 -> 0.100"
     assert table["memory check's estimate"] == "not recorded"  # an artifact from before it was

@@ -1,4 +1,4 @@
-from netcast.render import DECISIVE_N, verdict_lines
+from netcast.render import DECISIVE_N, adapter_line, verdict_lines
 
 
 def test_a_small_dev_set_is_called_a_smoke_run_with_the_command_that_decides():
@@ -32,3 +32,22 @@ def test_a_compile_that_changed_no_answer_gets_no_interval_width_in_its_smoke_li
     assert "+0.000 [+0.000, +0.000]" in lines[0] and "(no difference shown)" in lines[0]
     smoke = next(line for line in lines if line.startswith("n = 10 is a smoke run"))
     assert smoke.endswith("not whether it helps.") and "wide" not in smoke
+
+
+def test_an_adapter_line_ends_with_its_training_time_when_the_recipe_has_one():
+    entry = {
+        "adapter": {"file": "lora.gguf", "sha256": "ab" * 32},
+        "base": {"name": "embedded", "sha256": "cd" * 32},
+        "rank": 16,
+        "examples": {"count": 4, "teacher": "annotations", "questions": 2, "split": "train"},
+        "loss_curve": [0.5, 0.25],
+        "seconds": 4680.4,
+    }
+    line = adapter_line({"finetune": entry})
+    assert line.startswith("adapter: lora.gguf (sha256 abababababab...), a rank-16 LoRA of ")
+    assert line.endswith("; 2 steps, loss 0.500 -> 0.250, 4,680 s of training")
+    assert adapter_line({"finetune": entry | {"seconds": 0.0}}).endswith(", 0 s of training")
+    assert adapter_line({"finetune": {k: v for k, v in entry.items() if k != "seconds"}}).endswith(
+        "loss 0.500 -> 0.250"
+    )
+    assert adapter_line({}) is None

@@ -178,6 +178,19 @@ def test_a_resumed_training_reports_the_highest_peak_memory_of_its_runs(tmp_path
     assert fresh.peak_memory == 2 * 2**30
 
 
+def test_a_checkpoint_saved_before_peaks_were_kept_still_resumes(tmp_path, monkeypatch):
+    checkpoint = tmp_path / "c.pt"
+    stop = threading.Event()
+    with pytest.raises(training.TrainingInterrupted):
+        trained(checkpoint, stop=stop, on_step=lambda step, total, loss: step == 2 and stop.set())
+    data = torch.load(checkpoint, weights_only=True)
+    del data["peak_memory"]
+    torch.save(data, checkpoint)
+    monkeypatch.setattr(training, "peak_memory", lambda: 3 * 2**30)
+    resumed, _ = trained(checkpoint)
+    assert resumed.resumed_at == 2 and resumed.peak_memory == 3 * 2**30
+
+
 def test_a_checkpoint_of_other_data_or_settings_is_not_resumed(tmp_path):
     checkpoint = tmp_path / "c.pt"
     stop = threading.Event()
