@@ -64,7 +64,7 @@ def test_each_artifact_was_made_with_the_options_its_spec_declares(spec, entry):
     assert recipe["model"]["name"] == model
     if entry.source is not None:  # recompiled: the source's recipe with another model
         source = recipe_of(entry.source)
-        found = ("model", "joint", "knobs", "race", "program")  # what each compile found
+        found = ("model", "joint", "knobs", "race", "program", "finetune")  # what each found
         mine = {k: v for k, v in recipe.items() if k not in found}
         theirs = {k: v for k, v in source.items() if k not in found}
         mine["retriever"] = theirs["retriever"] = None  # the index is the model's tokenizer's
@@ -74,7 +74,13 @@ def test_each_artifact_was_made_with_the_options_its_spec_declares(spec, entry):
             assert {k: recipe["race"][k] for k in setup} == {k: source["race"][k] for k in setup}
         else:
             assert recipe["program"] == source["program"]
+        if source.get("joint"):
             assert recipe["joint"]["fixed"] == source["joint"]["fixed"]
+        if source.get("finetune"):  # the same training on the same examples, its own adapter
+            setup = ("settings", "examples", "rank", "alpha")
+            tuned, before = recipe["finetune"], source["finetune"]
+            assert {k: tuned[k] for k in setup} == {k: before[k] for k in setup}
+            assert tuned["base"]["name"] == model
         return
     data = recipe["dataset"]
     race = recipe.get("race")  # a race's recipe names its winner; the race, what was raced
