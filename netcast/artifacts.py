@@ -46,6 +46,18 @@ def recipe_hash(recipe: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
 
 
+def artifact_id(directory: str | Path) -> str:
+    """What a run records of the artifact it ran: one sha256 over its program state and its
+    recipe (which names a tuned model's adapter by the adapter's sha256), so the rows of an
+    artifact compiled again into the same folder are never resumed as the new one's."""
+    digest = hashlib.sha256()
+    for name in ("program.json", "program.pkl", "recipe.json"):
+        path = Path(directory) / name
+        if path.is_file():
+            digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def save_artifact(
     out: str | Path,
     program: dspy.Module,

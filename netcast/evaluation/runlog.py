@@ -11,6 +11,9 @@ from typing import Any
 from netcast.errors import InputError
 from netcast.formats import RunRow, check_shape, read_json
 
+# keys a run.json holds since a later version: ``artifact`` (netcast.artifacts.artifact_id)
+RECORDED_SINCE = frozenset({"artifact"})
+
 
 def newer_knobs_at_default(
     stored: dict[str, Any], info: dict[str, Any], defaults: dict[str, Any]
@@ -76,6 +79,8 @@ class RunLog:
         meta_path = self.dir / "run.json"
         if meta_path.exists():
             stored = _current_names(read_json(meta_path, dict, "run's settings"))
+            # a run saved before runs recorded these still resumes under the same settings
+            info = {k: v for k, v in info.items() if k in stored or k not in RECORDED_SINCE}
             if stored != newer_knobs_at_default(stored, info, knob_defaults or {}):
                 changed = sorted(k for k in {*stored, *info} if stored.get(k) != info.get(k))
                 raise InputError(

@@ -10,6 +10,7 @@ from typing import Any
 
 import dspy
 
+from netcast.artifacts import artifact_id
 from netcast.data import load_dataset
 from netcast.errors import InputError, ModelCallError
 from netcast.evaluation.evaluate import EvalResult, evaluate
@@ -120,12 +121,13 @@ def run_bench(
         searcher = open_retriever(data, index, kind=retriever, counter=token_counter(lm))
         entries = _entries(data, dataset, searcher, lm, programs, changed, compiled, references)
         folder = slug(Path(dataset).stem if dataset.endswith(".jsonl") else dataset)
-        for name, program in entries:
+        for name, program, artifact in entries:
             if progress:
                 print(f"{dataset} / {name}: {len(data.examples)} questions", flush=True)
             run_info = {
                 "program": program.name,
                 "knobs": program.knobs.model_dump(),
+                **({"artifact": artifact_id(artifact)} if artifact else {}),
                 "dataset": dataset,
                 "split": split,
                 "model": lm.model,
@@ -148,12 +150,14 @@ def run_bench(
 
 
 def _entries(data, dataset, searcher, lm, programs, changed, compiled, references) -> list:
-    """A bench's (name, program) pairs on one dataset: the programs as shipped, the variants
-    with changed knobs, the compiled artifacts and the reference readers."""
-    entries = [(name, build_program(name, searcher, lm=lm)) for name in programs]
-    entries += [(label, build_program(p, searcher, k, lm=lm)) for label, p, k in changed]
-    entries += [(Path(c).name, load(c, model=lm, retriever=searcher)) for c in compiled]
-    return entries + reference_readers(references, data.examples, dataset, lm=lm)
+    """A bench's (name, program, artifact) triples on one dataset: the programs as shipped,
+    the variants with changed knobs, the compiled artifacts (with their folder; the others
+    None) and the reference readers."""
+    entries = [(name, build_program(name, searcher, lm=lm), None) for name in programs]
+    entries += [(label, build_program(p, searcher, k, lm=lm), None) for label, p, k in changed]
+    entries += [(Path(c).name, load(c, model=lm, retriever=searcher), c) for c in compiled]
+    readers = reference_readers(references, data.examples, dataset, lm=lm)
+    return entries + [(name, reader, None) for name, reader in readers]
 
 
 def _stop_if_none_finished(results: dict[tuple[str, str], EvalResult], lm: Any) -> None:

@@ -332,7 +332,7 @@ def test_bench_merge_adapter_serves_a_compiled_tuned_artifact_merged(
     entries = bench._entries
 
     def served_then_stop(*args):
-        for _, program in entries(*args):
+        for _, program, _ in entries(*args):
             served(program)
         raise InputError("stop here")
 

@@ -167,6 +167,48 @@ def test_a_run_directory_filled_by_two_benches_names_both_commands(scripted_lm, 
     assert first in (tmp_path / "report.html").read_text()
 
 
+def test_an_artifact_compiled_again_into_its_folder_is_not_resumed_as_the_old_one(
+    scripted_lm, bm25, tmp_path
+):
+    from netcast.artifacts import save_artifact
+    from netcast.errors import InputError
+    from netcast.optimize.workflow import make_recipe
+    from netcast.programs import BasicRAG
+
+    recipe = make_recipe(program="basic", knobs={"k": 3}, dataset="musique-sample")
+
+    def compile_into(folder, instructions):
+        program = BasicRAG(bm25)
+        for _, predictor in program.named_predictors():
+            predictor.signature = predictor.signature.with_instructions(instructions)
+        return save_artifact(folder, program, recipe, {"after": None})
+
+    lm, engine = scripted_lm(lambda prompt: {"answer": "x"})
+    artifact = compile_into(tmp_path / "art", "Answer briefly.")
+    kwargs = {"lm": lm, "split": "dev", "limit": 2, "progress": False, "compiled": [artifact]}
+    run_dir, _ = run_bench(tmp_path / "run", [], ["musique-sample"], **kwargs)
+    row_dir = run_dir / "musique-sample" / "art"
+    asked = len(engine.prompts)
+    assert asked == 2 and "artifact" in json.loads((row_dir / "run.json").read_text())
+
+    run_bench(run_dir, [], ["musique-sample"], **kwargs)  # the same artifact resumes
+    assert len(engine.prompts) == asked
+
+    compile_into(artifact, "Answer in one word.")  # same program and knobs, new prompt
+    with pytest.raises(InputError, match="different run.*artifact"):
+        run_bench(run_dir, [], ["musique-sample"], **kwargs)
+    assert len(engine.prompts) == asked
+
+    # a row saved before runs recorded their artifact still resumes under the same settings
+    info = json.loads((row_dir / "run.json").read_text())
+    del info["artifact"]
+    (row_dir / "run.json").write_text(json.dumps(info))
+    run_bench(run_dir, [], ["musique-sample"], **kwargs)
+    assert len(engine.prompts) == asked and "artifact" not in json.loads(
+        (row_dir / "run.json").read_text()
+    )
+
+
 def test_bench_takes_a_dataset_given_as_an_absolute_path(scripted_lm, tmp_path):
     rows = [
         {
