@@ -307,7 +307,7 @@ def adapter_line(recipe: dict[str, Any]) -> str | None:
     if teacher == "annotations":
         source = f" from the annotations of {questions}"
         if examples.get("retrieved"):
-            source += f" ({examples['retrieved']} contexts as retrieved, without gold)"
+            source += f" ({examples['retrieved']} contexts retrieved without gold)"
     else:
         source = f" from {teacher} passing traces on {examples.get('passing')} of {questions}"
     return (

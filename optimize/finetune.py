@@ -127,9 +127,10 @@ class AnnotationFinetuneSettings(TrainingSettings):
     """``--teacher annotations --optimizer finetune``: every step trains on the demonstrations
     the strategy reads from the training data's annotations (``annotated_demos``: for
     ``basic``'s answer step, RAFT-style, the retrieved context with the gold passages swapped
-    in and the gold answer); for ``retrieved_share`` of the questions, a context retrieval built
-    without any gold passage is kept as it is (``retrieved_demos``, where the strategy has
-    them), so the model also learns to answer, or not, without the evidence. No model is
+    in and the gold answer); for ``retrieved_share`` of the questions, a context retrieval
+    builds without any gold passage, the next passages it ranks in their place
+    (``retrieved_demos``, where the strategy has them; RAFT's examples without the golden
+    document), so the model also learns to answer, or not, without the evidence. No model is
     called to make the examples."""
 
     retrieved_share: float = 0.2
@@ -162,7 +163,7 @@ class Trained:
     questions: int
     passing: int | None  # training questions whose traces passed (None: no traces)
     teacher: str | None
-    retrieved: int | None = None  # annotation examples whose context is retrieval's, no gold
+    retrieved: int | None = None  # annotation examples whose context retrieval built without gold
 
 
 def passing_metric(metric: Callable, threshold: float) -> Callable:

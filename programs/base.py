@@ -111,9 +111,9 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
         )
 
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """Like ``annotated_demos``, but with the context as retrieval built it where that
-        context holds no gold passage (RAFT's share of examples without the golden document,
-        for ``--teacher annotations --optimizer finetune``). None by default."""
+        """Like ``annotated_demos``, but with a context retrieval builds without any gold
+        passage (RAFT's share of examples without the golden document, for ``--teacher
+        annotations --optimizer finetune``). None by default."""
         return {}
 
     def search(self, query: str, k: int, exclude: Collection[str] = ()) -> list[Hit]:

@@ -77,14 +77,22 @@ class BasicRAG(NetcastProgram):
         return {"answer": [demo.with_inputs("context", "question")]}
 
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """``answer`` with the record's gold answer and the context exactly as retrieval built
-        it, where that context holds no gold passage (RAFT's examples without the golden
-        document); none where it holds one."""
+        """``answer`` with the record's gold answer and a context retrieval builds without any
+        gold passage (RAFT's examples without the golden document): the top-k passages that
+        are not gold (the next ones retrieval ranks stand in for the gold ones), then their link
+        hop, which passes over the gold passages they name."""
         gold = annotations.require(example, "gold_passages", self.name)
-        found = self._retrieved(example.question)
-        if any(annotations.is_gold(chunk_id, gold) for chunk_id, _ in found):
-            return {}
-        context = [passage for _, passage in found]
+        k, wanted = self.knobs.k, self.knobs.k
+        while True:
+            found = self.retriever.search(example.question, wanted)
+            hits = [h for h in found if not annotations.is_gold(h.chunk.id, gold)][:k]
+            if len(hits) == k or len(found) < wanted:  # enough, or the pool holds no more
+                break
+            wanted *= 2
+        if self.knobs.links:
+            not_gold = [f"{p['id']}#0" for p in gold]  # follow() compares their documents
+            hits += follow(hits, self.retriever.corpus, len(hits), self.knobs.links, not_gold)
+        context = self.passages(hits)
         demo = dspy.Example(context=context, question=example.question, answer=example.answer)
         return {"answer": [demo.with_inputs("context", "question")]}
 

@@ -83,3 +83,39 @@ def test_links_add_the_passages_the_top_k_name_after_them(scripted_lm):
     assert stages == [{**stages[0], "stage": "links", "seeds": plain.evidence, "linked": ["dow#0"]}]
     assert BasicRAG(bm25, top_k=1, links=2)(question=question).evidence == ["agro#0", "dow#0"]
     assert len(prediction.trace["searches"]) == 1  # no second search: the hop reads titles
+
+
+def test_a_retrieved_demo_holds_no_gold_passage_and_its_link_hop_passes_over_them(scripted_lm):
+    """RAFT's examples without the golden document: where retrieval ranks the gold passages
+    first, the next passages it ranks stand in for them, and the link hop skips a gold title."""
+    import dspy
+
+    from helpers import WordCounter
+    from netcast.corpus import Corpus, Document
+    from netcast.retrievers.bm25 import BM25Retriever
+
+    docs = [
+        Document("agro", "Dow AgroSciences", "Dow AgroSciences is part of Dow Chemical Company."),
+        Document("dow", "Dow Chemical Company", "Dow Chemical Company is based in Midland."),
+        Document("agri", "Agriculture", "Agriculture: sciences of farming, the part it plays."),
+        Document("other", "Other", "Sciences at Dow Chemical Company and in Midland."),
+        Document("midland", "Midland", "Midland is a city in Michigan."),
+    ]
+    bm25 = BM25Retriever(Corpus.from_documents(docs, WordCounter()))
+    _, engine = scripted_lm(lambda prompt: {"answer": "x"})
+    question = "Which sciences firm is AgroSciences part of?"
+    gold = [{"id": d.id, "title": d.title, "text": d.text} for d in docs[:2]]
+    example = dspy.Example(question=question, answer="Dow Chemical Company", gold_passages=gold)
+    program = BasicRAG(bm25, k=2, links=1)
+    assert bm25.search(question, 2)[0].chunk.id == "agro#0"  # retrieval finds gold
+
+    (demo,) = program.retrieved_demos(example)["answer"]
+    assert demo.answer == "Dow Chemical Company" and set(demo.inputs()) == {"context", "question"}
+    ranked = [h.chunk.id for h in bm25.search(question, 5) if h.chunk.id not in ("agro#0", "dow#0")]
+    expected = [*ranked[:2], "midland#0"]  # the next two ranked, then Midland, not the gold Dow
+    assert ranked[:2] == ["agri#0", "other#0"]
+    assert len(demo.context) == len(expected)
+    assert all(bm25.corpus[c].text in p for c, p in zip(expected, demo.context, strict=True))
+    assert not engine.prompts  # no model call
+    (taught,) = program.annotated_demos(example)["answer"]
+    assert any("Dow Chemical Company is based" in p for p in taught.context)  # gold kept there
