@@ -3,6 +3,8 @@ on average, in parallel with DSPy's executor, resumable through a run directory.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -117,6 +119,25 @@ def step_totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def program_info(program: dspy.Module) -> dict[str, Any]:
+    """What a run directory records of ``program`` where the caller names nothing
+    (``run_info``): its name and knobs, its model, and one sha256 over its steps' prompts
+    (instructions and demonstrations), so the directory resumes only the same program."""
+    steps = {
+        name: [p.signature.instructions, [dict(demo) for demo in p.demos]]
+        for name, p in program.named_predictors()
+    }
+    prompts = json.dumps(steps, sort_keys=True, default=str).encode()
+    lm = next((p.lm for p in program.predictors() if p.lm is not None), None) or dspy.settings.lm
+    knobs = getattr(program, "knobs", None)
+    return {
+        "program": getattr(program, "name", type(program).__name__),
+        **({"knobs": knobs.model_dump()} if hasattr(knobs, "model_dump") else {}),
+        "model": getattr(lm, "model", None),
+        "prompts": hashlib.sha256(prompts).hexdigest(),
+    }
+
+
 def evaluate(
     program: dspy.Module,
     examples: Sequence[dspy.Example],
@@ -131,11 +152,17 @@ def evaluate(
     """Run ``program`` on ``examples``; with ``run_dir``, each finished question is saved at
     once and questions already saved there are not run again.
 
+    ``run_info``: what the run directory records of the run, so that it resumes only the same
+    run (a different one is refused); by default the program's name, knobs, model and prompts
+    (``program_info``).
+
     Up to ``max_errors`` failing questions are tolerated (reported in ``errors``, not saved, so
     a rerun retries them); past that the run stops, keeping what finished.
     """
     defaults = getattr(program, "knob_defaults", None)
     defaults = defaults() if callable(defaults) else None
+    if run_dir is not None and run_info is None:
+        run_info = program_info(program)
     log = RunLog(run_dir, run_info or {}, defaults) if run_dir is not None else None
     done = log.rows if log is not None else {}
     by_id = {ex.id: ex for ex in examples}

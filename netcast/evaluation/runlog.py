@@ -79,9 +79,10 @@ class RunLog:
         meta_path = self.dir / "run.json"
         if meta_path.exists():
             stored = _current_names(read_json(meta_path, dict, "run's settings"))
-            # a run saved before runs recorded these still resumes under the same settings
+            # a run saved before runs recorded these still resumes under the same settings; one
+            # that recorded nothing (evaluate() without run_info, before it had a default) too
             info = {k: v for k, v in info.items() if k in stored or k not in RECORDED_SINCE}
-            if stored != newer_knobs_at_default(stored, info, knob_defaults or {}):
+            if stored and stored != newer_knobs_at_default(stored, info, knob_defaults or {}):
                 changed = sorted(k for k in {*stored, *info} if stored.get(k) != info.get(k))
                 raise InputError(
                     f"{self.dir} holds a different run (differs in: {', '.join(changed)}); "

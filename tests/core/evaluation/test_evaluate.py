@@ -106,6 +106,33 @@ def test_a_run_directory_of_another_run_is_refused(scripted_lm, bm25, last_quest
         evaluate(BasicRAG(bm25), examples()[:1], run_dir=tmp_path, run_info={"top_k": 3})
 
 
+def test_a_run_directory_without_run_info_resumes_only_the_same_program(
+    scripted_lm, bm25, last_question, tmp_path
+):
+    """``evaluate(program, examples, run_dir=...)`` as the README calls it: the directory
+    records the program's name, knobs, model and prompts, and refuses another program."""
+    lm, engine = scripted_lm(answer_by_question(last_question))
+    one = examples()[:1]
+    evaluate(BasicRAG(bm25, k=2), one, run_dir=tmp_path, progress=False)
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["program"] == "basic" and info["knobs"]["k"] == 2 and info["model"] == lm.model
+    calls = len(engine.prompts)
+    evaluate(BasicRAG(bm25, k=2), one, run_dir=tmp_path, progress=False)  # the same: resumed
+    assert len(engine.prompts) == calls
+    with pytest.raises(InputError, match="different run.*knobs"):
+        evaluate(BasicRAG(bm25, k=3), one, run_dir=tmp_path, progress=False)
+    taught = BasicRAG(bm25, k=2)
+    taught.answer.demos = [dspy.Example(context=["c"], question="q", answer="a")]
+    with pytest.raises(InputError, match="different run.*prompts"):
+        evaluate(taught, one, run_dir=tmp_path, progress=False)
+    assert len(engine.prompts) == calls
+
+    # a directory saved before evaluate recorded anything by default resumes as before
+    (tmp_path / "run.json").write_text("{}")
+    evaluate(taught, one, run_dir=tmp_path, progress=False)
+    assert len(engine.prompts) == calls
+
+
 def test_a_run_saved_before_a_knob_was_added_resumes_only_at_its_default(
     scripted_lm, bm25, last_question, tmp_path
 ):
