@@ -25,5 +25,12 @@ def models_dir() -> Path:
     return Path(override).expanduser() if override else home() / "models"
 
 
+def runtime_dir() -> Path:
+    """What netcast learned of this machine's model runtime (which llama.cpp CPU backend runs
+    here): ``$NETCAST_RUNTIME_DIR``, else under home."""
+    override = os.environ.get("NETCAST_RUNTIME_DIR")
+    return Path(override).expanduser() if override else home() / "runtime"
+
+
 def indexes_dir() -> Path:
     return home() / "indexes"

@@ -25,9 +25,11 @@ def netcast_home(tmp_path_factory, monkeypatch) -> Path:
     from netcast import settings
 
     models = settings.models_dir()  # the real one: the 491 MB model is assembled once
+    runtime = settings.runtime_dir()  # the real one: llama.cpp's CPU backend is tried once
     home = tmp_path_factory.mktemp("netcast_home")
     monkeypatch.setenv("NETCAST_HOME", str(home))
     monkeypatch.setenv("NETCAST_MODELS_DIR", str(models))
+    monkeypatch.setenv("NETCAST_RUNTIME_DIR", str(runtime))
     from netcast.models import factory
 
     monkeypatch.setitem(factory._cache_state, "dir", None)

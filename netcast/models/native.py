@@ -31,32 +31,35 @@ def quiet_native_stderr() -> Iterator[None]:
         os.close(null)
 
 
+def backend_dir() -> Path:
+    """Where pip put a runtime-dispatch build's CPU backend variants: ``site-packages/bin``."""
+    return Path(llama_cpp.__file__).parent.parent / "bin"
+
+
 def load_cpu_backends() -> int:
     """Register llama.cpp's CPU backend where the build left that to the caller, and return how
     many backends are registered.
 
     A llama.cpp built with runtime CPU dispatch (``GGML_BACKEND_DL`` with
-    ``GGML_CPU_ALL_VARIANTS``: one CPU backend library per x86 level, the best one this CPU runs
-    picked when loaded) registers none by itself, and llama-cpp-python 0.3.36 loads none, so
-    every model load fails ("no backends are loaded"). Its wheel puts the variants in
-    ``site-packages/bin``; they are loaded from there into the copy of libggml that libllama
-    links against (``libggml.so.0``: the wheel's ``libggml.so`` is a separate copy with a
-    registry of its own). A build with the CPU backend linked in has one already: nothing is
-    done."""
+    ``GGML_CPU_ALL_VARIANTS``: one CPU backend library per x86 level) registers none by itself,
+    and llama-cpp-python 0.3.36 loads none, so every model load fails ("no backends are
+    loaded"). The variant this machine runs (``netcast.models.backends.verdict``: the
+    best-scoring one that does not die here, tried once per machine and build) is loaded from
+    ``site-packages/bin`` into the copy of libggml that libllama links against
+    (``libggml.so.0``: the wheel's ``libggml.so`` is a separate copy with a registry of its
+    own). A build with the CPU backend linked in has one already: nothing is done."""
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
     ggml = ctypes.CDLL(str(lib_dir / "libggml.so.0"))
     ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
-    variants = lib_dir.parent.parent / "bin"
+    variants = backend_dir()
     if ggml.ggml_backend_reg_count() == 0 and any(variants.glob("libggml-cpu-*.so")):
+        from netcast.models import embedded
+        from netcast.models.backends import verdict
+
+        chosen = verdict(variants, embedded.model_path)
         # llama.cpp writes "load_backend: loaded CPU backend from ..." to the process's
         # stderr: not under every command's output (a failure shows in the count returned)
-        sys.stderr.flush()
-        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(null, 2)
-            ggml.ggml_backend_load_all_from_path(str(variants).encode())
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(null)
+        ggml.ggml_backend_load.restype = ctypes.c_void_p
+        with quiet_native_stderr():
+            ggml.ggml_backend_load(chosen.path.encode())
     return int(ggml.ggml_backend_reg_count())

@@ -146,10 +146,10 @@ def test_an_error_exit_after_the_model_loaded_prints_no_teardown_traceback(tmp_p
 
 
 class FakeGgml:
-    """libggml as ctypes sees it: ``registered`` backends, and the directories asked to load."""
+    """libggml as ctypes sees it: ``registered`` backends, and the libraries asked to load."""
 
     def __init__(self, registered: int):
-        self.registered, self.loaded_from = registered, []
+        self.registered, self.loaded = registered, []
         outer = self
 
         class Count:
@@ -158,11 +158,16 @@ class FakeGgml:
             def __call__(self):
                 return outer.registered
 
-        self.ggml_backend_reg_count = Count()
+        class Load:
+            restype = None
 
-    def ggml_backend_load_all_from_path(self, path: bytes) -> None:
-        self.loaded_from.append(path.decode())
-        self.registered += 1
+            def __call__(self, path: bytes):
+                outer.loaded.append(path.decode())
+                outer.registered += 1
+                return 1
+
+        self.ggml_backend_reg_count = Count()
+        self.ggml_backend_load = Load()
 
 
 @pytest.mark.parametrize("registered, variants, loads", [(0, True, True), (1, True, False)])
@@ -170,23 +175,30 @@ def test_a_runtime_dispatch_build_gets_its_cpu_backend_loaded(
     monkeypatch, tmp_path, registered, variants, loads
 ):
     """A GGML_BACKEND_DL build registers no backend and llama-cpp-python loads none: the
-    variants pip put in site-packages/bin are loaded into the libggml libllama links against;
-    a build with its CPU backend linked in is left alone."""
+    variant this machine runs (netcast.models.backends.verdict) is loaded from site-packages/bin
+    into the libggml libllama links against; a build with its CPU backend linked in is left
+    alone."""
     import llama_cpp
 
+    from netcast.models import backends
     from netcast.models import llama as module
 
     package = tmp_path / "site-packages" / "llama_cpp"
     (package / "lib").mkdir(parents=True)
-    (tmp_path / "site-packages" / "bin").mkdir()
+    folder = tmp_path / "site-packages" / "bin"
+    folder.mkdir()
     if variants:
-        (tmp_path / "site-packages" / "bin" / "libggml-cpu-zen4.so").write_bytes(b"")
-    fake, opened = FakeGgml(registered), []
+        for name in ("sapphirerapids", "zen4"):
+            (folder / f"libggml-cpu-{name}.so").write_bytes(b"")
+    fake, opened, asked = FakeGgml(registered), [], []
     monkeypatch.setattr(llama_cpp, "__file__", str(package / "__init__.py"))
     monkeypatch.setattr(module.ctypes, "CDLL", lambda path: opened.append(path) or fake)
+    chosen = backends.Verdict("zen4", str(folder / "libggml-cpu-zen4.so"), "sapphirerapids died")
+    monkeypatch.setattr(backends, "verdict", lambda d, model: asked.append(d) or chosen)
     assert module.load_cpu_backends() == 1
     assert opened == [str(package / "lib" / "libggml.so.0")]  # not libggml.so: another copy
-    assert fake.loaded_from == ([str(tmp_path / "site-packages" / "bin")] if loads else [])
+    assert fake.loaded == ([chosen.path] if loads else [])
+    assert asked == ([folder] if loads else [])
 
 
 def test_the_installed_build_has_a_cpu_backend():
