@@ -135,23 +135,61 @@ def load(
             lm = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
         else:  # another model: the recipe's settings were for its own
             lm = make_lm(model_name(model))
+    trained_on = None
     if recipe.get("finetune"):  # a tuned model: its adapter, checked against lm's weights
-        from netcast.models.lora import serve_artifact_adapter
+        from netcast.models.lora import serve_artifact_adapter, served_from
 
         lm = serve_artifact_adapter(lm, Path(directory), recipe["finetune"])
         if merge_adapter:
             from netcast.models.finetune import merging
 
             lm = merging(lm)
+        if served_from(lm):  # the adapter on a server: prompted as the tuned model was trained
+            spec = recipe["model"]
+            trained_on = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
     retriever = retriever or retriever_from_recipe(recipe["retriever"])
-    program = build_program(recipe["program"], retriever, recipe["knobs"], lm=lm)
+    program = build_program(recipe["program"], retriever, recipe["knobs"], lm=trained_on or lm)
     load_program_state(program, Path(directory), allow_pickle)
     program.set_lm(lm)
     return program
 
 
+SERVED_CHECK = 3  # questions on which a served tuned model must answer as it does here
+
+
+def check_served(directory: str | Path, lm: Any, questions: list[str], retriever=None) -> None:
+    """One ``InputError`` line unless the server behind ``lm`` serves tuned artifact
+    ``directory``'s adapter: on the first ``SERVED_CHECK`` of ``questions`` its answers must be
+    the ones the tuned model gives in this process (greedy decoding: the same weights give the
+    same answers). Its replies are not taken from DSPy's cache, which does not key on the
+    server. Nothing to check for an artifact with no adapter or a model in this process."""
+    from netcast.models.lora import served_from
+
+    if not (Path(directory) / "lora.gguf").exists() or not served_from(lm):
+        return
+    here = load(directory, retriever=retriever)
+    there = load(directory, model=lm.copy(cache=False), retriever=retriever)
+    differ = []
+    for question in questions[:SERVED_CHECK]:
+        mine, theirs = here(question=question).answer, there(question=question).answer
+        if mine.strip() != theirs.strip():
+            differ.append(f"{question!r}: {theirs!r}, here {mine!r}")
+    if differ:
+        from netcast.artifacts import read_artifact
+        from netcast.models.embedded import model_path
+
+        base = model_path(model_name(read_artifact(directory)[0]["model"].get("name")))
+        raise InputError(
+            f"{', '.join(served_from(lm))} ({lm.model}) does not serve {directory}'s adapter: "
+            f"{len(differ)} of {min(len(questions), SERVED_CHECK)} answers differ from the tuned "
+            f"model's here ({differ[0]}); serve it with python -m netcast.models.serve --model "
+            f"{base} --lora_path {Path(directory) / 'lora.gguf'}"
+        )
+
+
 __all__ = [
     "build_program",
+    "check_served",
     "load",
     "open_retriever",
     "retriever_from_recipe",

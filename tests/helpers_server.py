@@ -2,15 +2,17 @@
 ``server`` extra, started as ``netcast.models.serve``) serving the embedded GGUF on a free
 loopback port.
 
-One process serves the same file under three names (a config file; it keeps one model loaded
-and reloads on a name change, about a second for the 0.5B model):
+One process serves the same file under three names, four with ``lora`` (a config file; it keeps
+one model loaded and reloads on a name change, about a second for the 0.5B model):
 
 - ``netcast-small``: the GGUF's own chat template, as ``python -m llama_cpp.server --model
   FILE --model_alias netcast-small`` serves it;
 - ``netcast-judge``: the same, under a second name (the judge);
 - ``netcast-prefill``: a ChatML template that leaves a final assistant message open, so that the
   reply continues it (what llama.cpp's own server and vLLM's ``continue_final_message`` do; the
-  GGUF template closes every message and opens a new reply). Identical prompts otherwise.
+  GGUF template closes every message and opens a new reply). Identical prompts otherwise;
+- ``netcast-tuned``: given ``lora`` (a GGUF LoRA adapter), the model with it applied, as
+  ``--lora_path`` serves it.
 
 The server's access log is read by a thread: ``completions`` counts the model calls answered
 (``settled()`` reads it once the log is quiet), and ``kill_after(n)`` kills the server (SIGKILL,
@@ -31,6 +33,7 @@ import urllib.request
 from pathlib import Path
 
 SMALL, JUDGE, PREFILL = "netcast-small", "netcast-judge", "netcast-prefill"
+TUNED = "netcast-tuned"  # the model with a LoRA adapter, where the server is given one
 
 # ChatML as Qwen2.5's template renders it without tools, except that a final assistant message
 # (the caller's prefill) is left open. llama-cpp-python's "hf-tokenizer-config" formatter
@@ -63,8 +66,11 @@ def free_port() -> int:
 class LlamaServer:
     """``start()`` (waits until ``/v1/models`` answers), ``stop()``, ``kill()``, ``base``."""
 
-    def __init__(self, model_path: str | Path, workdir: Path, n_ctx: int = 4096):
+    def __init__(
+        self, model_path: str | Path, workdir: Path, n_ctx: int = 4096, lora: Path | None = None
+    ):
         self.model_path = str(model_path)
+        self.lora = lora
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.n_ctx = n_ctx
@@ -107,6 +113,11 @@ class LlamaServer:
                             "chat_format": "hf-tokenizer-config",
                             "hf_tokenizer_config_path": str(tokenizer_config),
                         },
+                        *(
+                            [{**common, "model_alias": TUNED, "lora_path": str(self.lora)}]
+                            if self.lora
+                            else []
+                        ),
                     ],
                 },
                 indent=2,

@@ -33,7 +33,7 @@ from netcast import interrupts, settings
 from netcast.errors import InputError
 from netcast.models import embedded, lora
 
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+TARGETS = lora.PROJECTIONS
 
 
 @dataclass(frozen=True)

@@ -66,15 +66,12 @@ class AdapterRecord:
 
 
 def require_extra() -> None:
-    """One line if the ``finetune`` extra (peft, gguf) is not installed."""
+    """One line if the ``finetune`` extra (peft) is not installed: training needs it; serving
+    a tuned model does not (its adapter is read with ``gguf``, in the base install)."""
     import importlib.util
 
-    missing = [name for name in ("peft", "gguf") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise InputError(
-            f"{' and '.join(missing)} not installed: finetuning and tuned models need "
-            'pip install "netcast[finetune]"'
-        )
+    if importlib.util.find_spec("peft") is None:
+        raise InputError('peft not installed: finetuning needs pip install "netcast[finetune]"')
 
 
 def adapters_dir() -> Path:
@@ -315,7 +312,6 @@ def verified_adapter(sha256: str, spec: embedded.ModelSpec) -> Path:
 
 
 def _gguf_base(path: Path) -> str | None:
-    require_extra()
     import gguf
 
     try:
@@ -354,10 +350,13 @@ def serve_artifact_adapter(lm: Any, directory: Path, entry: dict[str, Any]) -> A
     try:
         spec = parse_model_id(model)[0]
     except InputError:
+        if served_from(lm):  # a server the user runs with the adapter (session.check_served)
+            return lm
         raise InputError(
             f"{directory}: its program runs a LoRA adapter of the embedded model {base_name}; "
-            f"{model} cannot serve it (give model={base_name!r}, or compile --from "
-            f"{directory} --model {model} to compile it for that model)"
+            f"{model} cannot serve it (give model={base_name!r}, serve lora.gguf on a server "
+            f"and give its --api-base, or compile --from {directory} --model {model} to "
+            "compile it for that model)"
         ) from None
     if spec.sha256 != base_sha:
         raise ModelFileError(
@@ -381,6 +380,16 @@ def serve_artifact_adapter(lm: Any, directory: Path, entry: dict[str, Any]) -> A
         )
     _install(path, sha, spec, entry)
     return lm.copy(model=tuned_model_id(spec, sha))
+
+
+def served_from(lm: Any) -> list[str]:
+    """The servers (``api_base``, one or several replicas) a DSPy LM calls; [] for an embedded
+    model or a provider's API."""
+    bases = getattr(getattr(lm, "engine", None), "bases", None)
+    if bases:
+        return list(bases)
+    base = (getattr(lm, "kwargs", None) or {}).get("api_base")
+    return [str(base)] if base else []
 
 
 def _install(path: Path, sha: str, spec: embedded.ModelSpec, entry: dict[str, Any]) -> None:
@@ -413,3 +422,81 @@ def _install(path: Path, sha: str, spec: embedded.ModelSpec, entry: dict[str, An
             gradient_checkpointing=bool(entry.get("gradient_checkpointing")),
         )
         _write_json(record_path(sha), record.to_json())
+
+
+def lora_pairs(adapter) -> tuple[dict[str, tuple[Any, Any]], float]:
+    """{base tensor name: (lora_a, lora_b) reader tensors} and alpha of a GGUF adapter reader."""
+    field = adapter.fields.get("adapter.lora.alpha")
+    if field is None:
+        raise ModelFileError(f"{adapter.data.filename}: not a GGUF LoRA adapter (no alpha)")
+    alpha = float(field.contents())
+    parts: dict[str, dict[str, Any]] = {}
+    for tensor in adapter.tensors:
+        base, _, which = tensor.name.rpartition(".lora_")
+        parts.setdefault(base, {})[which] = tensor
+    pairs = {}
+    for base, ab in parts.items():
+        if set(ab) != {"a", "b"}:
+            raise ModelFileError(f"{adapter.data.filename}: {base} lacks lora_a or lora_b")
+        pairs[base] = (ab["a"], ab["b"])
+    return pairs, alpha
+
+
+# the Hugging Face modules netcast's LoRAs adapt, as peft names them (finetune.TARGETS)
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+HF_MODELS = {  # the Hugging Face repository each embedded model's GGUF was made from
+    "embedded": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+    "embedded-1.5b": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+}
+
+
+def write_peft_adapter(adapter_path: Path, out: Path) -> dict[str, Any]:
+    """The GGUF LoRA ``adapter_path`` as a peft adapter folder ``out`` (``adapter_config.json``
+    and ``adapter_model.safetensors``, the same f16 numbers), which vLLM (``--enable-lora``),
+    peft and transformers load over the Hugging Face model the embedded GGUF was made from.
+    Returns the config written."""
+    import gguf
+    from safetensors.numpy import save_file
+
+    reader = gguf.GGUFReader(str(adapter_path))
+    pairs, alpha = lora_pairs(reader)
+    arch = _field_str(reader, "general.architecture")
+    base = _field_str(reader, "netcast.base") if "netcast.base" in reader.fields else ""
+    blocks = 1 + max(int(name.split(".")[1]) for name in pairs)
+    arch_id = {name: key for key, name in gguf.MODEL_ARCH_NAMES.items()}[arch]
+    name_map = gguf.get_tensor_name_map(arch_id, blocks)
+    hf_names = {}
+    for block in range(blocks):
+        for part in ("self_attn", "mlp"):
+            for proj in PROJECTIONS:
+                hf = f"model.layers.{block}.{part}.{proj}"
+                if (mapped := name_map.get_name(hf)) is not None:
+                    hf_names[mapped + ".weight"] = hf
+    tensors, targets, rank = {}, set(), 0
+    for name, (a, b) in sorted(pairs.items()):
+        if name not in hf_names:
+            raise ModelFileError(
+                f"{adapter_path}: {name}: no Hugging Face module of {arch} adapts it"
+            )
+        hf = hf_names[name]
+        tensors[f"base_model.model.{hf}.lora_A.weight"] = a.data.copy()
+        tensors[f"base_model.model.{hf}.lora_B.weight"] = b.data.copy()
+        targets.add(hf.rpartition(".")[2])
+        rank = int(a.data.shape[0])
+    config = {
+        "base_model_name_or_path": HF_MODELS.get(base, ""),
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": rank,
+        "lora_alpha": alpha,
+        "lora_dropout": 0.0,
+        "target_modules": sorted(targets),
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "inference_mode": True,
+    }
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out / "adapter_model.safetensors"))
+    _write_json(out / "adapter_config.json", config)
+    return config

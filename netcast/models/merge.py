@@ -152,24 +152,6 @@ def _build(base_path: Path, adapter_path: Path, target: Path) -> None:
         quantized.unlink(missing_ok=True)
 
 
-def _lora_pairs(adapter) -> tuple[dict[str, tuple[Any, Any]], float]:
-    """{base tensor name: (lora_a, lora_b) as numpy arrays} and alpha of an adapter reader."""
-    field = adapter.fields.get("adapter.lora.alpha")
-    if field is None:
-        raise ModelFileError(f"{adapter.data.filename}: not a GGUF LoRA adapter (no alpha)")
-    alpha = float(field.contents())
-    parts: dict[str, dict[str, Any]] = {}
-    for tensor in adapter.tensors:
-        base, _, which = tensor.name.rpartition(".lora_")
-        parts.setdefault(base, {})[which] = tensor
-    pairs = {}
-    for base, ab in parts.items():
-        if set(ab) != {"a", "b"}:
-            raise ModelFileError(f"{adapter.data.filename}: {base} lacks lora_a or lora_b")
-        pairs[base] = (ab["a"], ab["b"])
-    return pairs, alpha
-
-
 def merged_weight(weight, lora_a, lora_b, alpha: float):
     """A base tensor (GGUF reader tensor) plus its LoRA delta as float32, numpy order
     (out, in): llama.cpp computes ``W x + alpha / r * B (A x)`` with ``lora_a`` ne [in, r]
@@ -203,7 +185,7 @@ def write_merged(base_path: Path, adapter_path: Path, out: Path) -> tuple[dict[s
     import numpy as np
 
     reader = gguf.GGUFReader(str(base_path))
-    pairs, alpha = _lora_pairs(gguf.GGUFReader(str(adapter_path)))
+    pairs, alpha = lora.lora_pairs(gguf.GGUFReader(str(adapter_path)))
     names = {t.name for t in reader.tensors}
     unknown = sorted(set(pairs) - names)
     if unknown:

@@ -19,7 +19,7 @@ from netcast.models import decoding_info, token_counter
 from netcast.models.factory import check_questions, preflight
 from netcast.programs import get_program, program_names
 from netcast.programs.knobs import parse_pairs, validate
-from netcast.session import build_program, load, open_retriever
+from netcast.session import build_program, check_served, load, open_retriever
 from netcast.specs.reference import reference_name, reference_readers
 from netcast.specs.report import bench_commands, write_report
 
@@ -155,6 +155,8 @@ def _entries(data, dataset, searcher, lm, programs, changed, compiled, reference
     None) and the reference readers."""
     entries = [(name, build_program(name, searcher, lm=lm), None) for name in programs]
     entries += [(label, build_program(p, searcher, k, lm=lm), None) for label, p, k in changed]
+    for artifact in compiled:  # a tuned one on a server: the server must serve its adapter
+        check_served(artifact, lm, [ex.question for ex in data.examples], retriever=searcher)
     entries += [(Path(c).name, load(c, model=lm, retriever=searcher), c) for c in compiled]
     readers = reference_readers(references, data.examples, dataset, lm=lm)
     return entries + [(name, reader, None) for name, reader in readers]

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import dspy
 import pytest
-from helpers_server import JUDGE, PREFILL, SMALL, LlamaServer
+from helpers_server import JUDGE, PREFILL, SMALL, TUNED, LlamaServer
 from typer.testing import CliRunner
 
 from helpers import ScriptedEngine
@@ -30,6 +30,8 @@ from netcast.models.factory import make_lm, preflight
 
 runner = CliRunner()
 KEY = {"OPENAI_API_KEY": "sk-local"}
+ROOT = Path(__file__).resolve().parents[2]
+TUNED_ARTIFACT = ROOT / "benchmarks/results/artifacts/basic-tuned-wide-0.5b"  # the best 0.5B row
 
 
 def cli(*args, env=None):
@@ -225,7 +227,10 @@ def server(tmp_path_factory):
     pytest.importorskip("uvicorn", reason="the server extra: pip install -e '.[server]'")
     from netcast.models import embedded
 
-    started = LlamaServer(embedded.model_path(), tmp_path_factory.mktemp("llama_server"))
+    adapter = TUNED_ARTIFACT / "lora.gguf"
+    started = LlamaServer(
+        embedded.model_path(), tmp_path_factory.mktemp("llama_server"), lora=adapter
+    )
     started.start()
     yield started
     started.stop()
@@ -385,6 +390,36 @@ def test_bench_runs_two_strategies_through_the_server(live, tmp_path):
     saved = rows(tmp_path / "b" / "small" / "iterkey")
     turns = [turn for row in saved for turn in row["trace"]["turns"]]
     assert turns and all(0.0 < t["p_true"] < 1.0 for t in turns)  # read from the logprobs
+
+
+@pytest.mark.slow
+def test_a_server_with_the_tuned_adapter_gives_the_in_process_answers_and_one_without_is_refused(
+    live, tmp_path
+):
+    """A tuned artifact served by llama.cpp's server with its adapter (``--lora_path``): bench
+    --compiled through --api-base checks the server first (its answers on the first questions
+    against the tuned model's in this process) and runs; its rows are the in-process answers.
+    The same server's model without the adapter is refused in one line, before any row."""
+    import netcast
+
+    args = ["bench", "--programs", "", "--compiled", TUNED_ARTIFACT, "--datasets", "hotpotqa-wide"]
+    args += ["--limit", "3", "--api-base", live.base]
+    result = cli(*args, "--model", f"openai/{TUNED}", "--run-dir", tmp_path / "tuned")
+    assert result.exit_code == 0, result.output
+    served = {
+        r["id"]: r["answer"] for r in rows(tmp_path / "tuned/hotpotqa-wide" / TUNED_ARTIFACT.name)
+    }
+    data = netcast.load_dataset("hotpotqa-wide", "dev", limit=3)
+    here = netcast.load(TUNED_ARTIFACT)
+    assert served == {e.id: here(question=e.question).answer for e in data.examples}
+
+    result = cli(*args, "--model", f"openai/{SMALL}", "--run-dir", tmp_path / "base")
+    assert result.exit_code == 2, result.output
+    (line,) = error_lines(result.output)
+    assert f"does not serve {TUNED_ARTIFACT}'s adapter" in line and "--lora_path" in line
+    assert not (
+        tmp_path / "base/hotpotqa-wide" / TUNED_ARTIFACT.name / "predictions.jsonl"
+    ).exists()
 
 
 @pytest.mark.slow

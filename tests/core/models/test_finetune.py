@@ -203,6 +203,36 @@ def test_the_adapter_is_a_gguf_lora_with_the_names_and_shapes_llama_cpp_expects(
     assert embedded.sha256_of(lora.adapter_path(sha)) == sha
 
 
+def test_an_adapter_exports_to_a_peft_folder_with_the_same_numbers(tmp_path):
+    """export-adapter: the GGUF LoRA as peft writes one (what vLLM --enable-lora and peft
+    load), each tensor under its peft name with the same f16 numbers, rank and alpha kept."""
+    from peft import LoraConfig
+    from safetensors.numpy import load_file
+
+    rng = np.random.default_rng(0)
+    weights = {
+        "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": rng.normal(size=(2, 896)),
+        "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": rng.normal(size=(896, 2)),
+        "base_model.model.model.layers.5.mlp.down_proj.lora_A.weight": rng.normal(size=(2, 4864)),
+        "base_model.model.model.layers.5.mlp.down_proj.lora_B.weight": rng.normal(size=(896, 2)),
+    }
+    record = lora.write_adapter(
+        weights, SPEC, embedded.model_path(), alpha=8.0, rank=2, meta={"settings": {}}
+    )
+    config = lora.write_peft_adapter(lora.adapter_path(record.sha256), tmp_path / "peft")
+    exported = load_file(str(tmp_path / "peft" / "adapter_model.safetensors"))
+    assert sorted(exported) == sorted(weights)
+    for name, array in weights.items():
+        assert np.array_equal(exported[name], array.astype(np.float16)), name
+    assert (config["r"], config["lora_alpha"]) == (2, 8.0)
+    assert config["target_modules"] == ["down_proj", "q_proj"]
+    assert config["base_model_name_or_path"] == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    loaded = LoraConfig.from_pretrained(str(tmp_path / "peft"))
+    assert (loaded.r, loaded.lora_alpha, set(loaded.target_modules)) == (
+        2, 8.0, {"down_proj", "q_proj"}
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
