@@ -27,6 +27,7 @@ from netcast.cli.options import (
 )
 from netcast.cli.options import command_lm as _lm
 from netcast.cli.rerank import rerank_check
+from netcast.cli.serving import export_adapter, runtime
 from netcast.errors import InputError, NetcastError
 from netcast.render import (
     console,
@@ -1060,3 +1061,5 @@ def _docs_table(specs: list[Path], view: str, write: Path | None, dirs: bool) ->
 
 
 app.command("rerank-check")(rerank_check)
+app.command("runtime")(runtime)
+app.command("export-adapter")(export_adapter)
