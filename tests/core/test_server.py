@@ -278,7 +278,7 @@ def test_an_unknown_model_fails_before_any_question(live, tmp_path):
     (line,) = result.output.strip().splitlines()
     assert line == (
         f"error: openai/netcast-typo at {live.base}: unknown model 'netcast-typo'; the server "
-        f"serves {SMALL}, {JUDGE}, {PREFILL}"
+        f"serves {SMALL}, {JUDGE}, {PREFILL}, {TUNED}"
     )
     assert live.settled() == before and not (tmp_path / "r").exists()
 
