@@ -19,7 +19,14 @@ SAMPLES: dict[str, dict[str, list[str]]] = {
     # hotpotqa-sample's questions over every bundled paragraph (HotpotQA train and dev, MuSiQue:
     # ~5.9k passages, twice hotpotqa-sample's pool), so retrieval is tested harder
     "hotpotqa-wide": {"train": ["hotpotqa_train100.jsonl"], "dev": ["hotpotqa_dev300.jsonl"]},
+    # the 1,003 bundled HotpotQA training questions over a pool of their own paragraphs (no dev
+    # question's): "all" for training; "train" / "dev" a 90/10 validation fold of them
+    "hotpotqa-train": {"all": ["hotpotqa_train100.jsonl", "hotpotqa_train903.jsonl"]},
+    # 494 2WikiMultihopQA training questions, split 80/20 by a hash of the id (a transfer check)
+    "2wiki-sample": {"all": ["2wiki_train494.jsonl"]},
 }
+# The share of a hash-split sample's questions (those with an "all" key) in its dev split
+SAMPLE_DEV_PERCENT: dict[str, int] = {"hotpotqa-train": 10, "2wiki-sample": 20}
 # Samples whose corpus pools other files than their questions' (default: their own files)
 SAMPLE_CORPORA: dict[str, list[str]] = {
     "hotpotqa-wide": [
@@ -63,10 +70,12 @@ def in_dev(record_id: str, dev_percent: int = DEV_PERCENT) -> bool:
     return int(hashlib.sha1(str(record_id).encode()).hexdigest(), 16) % 100 < dev_percent
 
 
-def split_records(records: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+def split_records(
+    records: list[dict[str, Any]], split: str, dev_percent: int = DEV_PERCENT
+) -> list[dict[str, Any]]:
     if split == "all":
         return records
-    return [r for r in records if in_dev(r["id"]) == (split == "dev")]
+    return [r for r in records if in_dev(r["id"], dev_percent) == (split == "dev")]
 
 
 def _local_records(name: str) -> list[dict[str, Any]]:
@@ -143,7 +152,8 @@ def load_dataset(
             everything = [
                 r for fs in files.values() for f in fs for r in read_records(sample_path(f))
             ]
-            records = split_records(everything, split) if "all" in files else everything
+            percent = SAMPLE_DEV_PERCENT.get(name, DEV_PERCENT)
+            records = split_records(everything, split, percent) if "all" in files else everything
     elif name in HUB_SOURCES:
         splits = HUB_SOURCES[name].splits if split == "all" else [split]
         records = [r for s in splits for r in load_hub_records(name, s)]

@@ -29,6 +29,45 @@ def test_musique_sample_split_is_deterministic_and_disjoint():
     assert all(in_dev(i) for i in dev_ids)
 
 
+def test_the_training_sample_holds_no_dev_question_and_retrieves_over_its_own_pool():
+    """hotpotqa-train (the 1,003 bundled HotpotQA training questions) shares no id and no
+    question with the dev questions of hotpotqa-sample / hotpotqa-wide; its pool is its own
+    questions' paragraphs (not the dev pool); hotpotqa-wide's dev pool did not grow."""
+    import json
+
+    from netcast.data.registry import load_corpus, sample_path
+
+    train = load_dataset("hotpotqa-train", "all")
+    dev = load_dataset("hotpotqa-wide", "dev")
+    assert len(train.examples) == 1003
+    assert not {e.id for e in train.examples} & {e.id for e in dev.examples}
+    assert not {e.question for e in train.examples} & {e.question for e in dev.examples}
+    own = set()
+    for name in ("hotpotqa_train100.jsonl", "hotpotqa_train903.jsonl"):
+        for line in sample_path(name).read_text().splitlines():
+            own |= {(p["title"], p["text"]) for p in json.loads(line)["paragraphs"]}
+    pool = {(d.title, d.text) for d in train.documents}
+    assert pool == own and train.corpus_name != dev.corpus_name
+    assert all(
+        ex.gold_ids and set(ex.gold_ids) <= {d.id for d in train.documents} for ex in train.examples
+    )
+    assert len(load_corpus("hotpotqa-wide")[1]) == 5855  # the dev pool every dev row ran on
+
+
+@pytest.mark.parametrize("name, dev_size", [("hotpotqa-train", 98), ("2wiki-sample", 96)])
+def test_hash_split_samples_split_by_their_own_share_disjointly(name, dev_size):
+    """A validation fold of hotpotqa-train (10%) and 2wiki-sample's dev split (20%, a transfer
+    check): by a hash of the id, the same every time, disjoint, together the whole sample."""
+    from netcast.data.registry import SAMPLE_DEV_PERCENT
+
+    train, dev = load_dataset(name, "train"), load_dataset(name, "dev")
+    everything = load_dataset(name, "all")
+    dev_ids = {e.id for e in dev.examples}
+    assert len(dev_ids) == dev_size and not dev_ids & {e.id for e in train.examples}
+    assert len(train.examples) + len(dev_ids) == len(everything.examples)
+    assert all(in_dev(i, SAMPLE_DEV_PERCENT[name]) for i in dev_ids)
+
+
 def test_limit_keeps_the_first_questions():
     limited = load_dataset("hotpotqa-sample", "dev", limit=5)
     full = load_dataset("hotpotqa-sample", "dev")
