@@ -40,6 +40,7 @@ def test_knobs_defaults_search_space_and_registry(bm25):
         "rerank_pool": 0,
         "rerank_signal": "retriever",
         "links": 0,
+        "second_hop": 0,
     }
     assert BasicRAG(bm25).knobs.model_dump() == defaults and BasicRAG.knob_defaults() == defaults
     with pytest.raises(InputError, match="basic: unknown knob 'topk'"):
@@ -119,3 +120,100 @@ def test_a_retrieved_demo_holds_no_gold_passage_and_its_link_hop_passes_over_the
     assert not engine.prompts  # no model call
     (taught,) = program.annotated_demos(example)["answer"]
     assert any("Dow Chemical Company is based" in p for p in taught.context)  # gold kept there
+
+
+def _bridge_corpus():
+    from helpers import WordCounter
+    from netcast.corpus import Corpus, Document
+    from netcast.retrievers.bm25 import BM25Retriever
+
+    docs = [
+        Document("agro", "Dow AgroSciences", "Dow AgroSciences is part of Dow Chemical Company."),
+        Document("dow", "Dow Chemical Company", "Dow Chemical Company is based in Midland."),
+        Document("agri", "Agriculture", "Agriculture: sciences of farming, the part it plays."),
+        Document("other", "Other", "Another passage about sciences of a firm."),
+        Document("midland", "Midland", "Midland is a city in Michigan."),
+        Document("jones", "Dow Jones", "The Dow Jones is a stock market index."),
+    ]
+    return docs, BM25Retriever(Corpus.from_documents(docs, WordCounter()))
+
+
+QUESTION = "Which city is the sciences firm AgroSciences part of based in?"
+
+
+def test_the_second_hop_writes_a_query_from_the_first_passages_and_adds_what_it_finds(
+    scripted_lm,
+):
+    """second_hop: one query step reads the question and the first retrieval only, writes a
+    search; its best passages not already in the context join it, then the answer step."""
+    docs, bm25 = _bridge_corpus()
+
+    def reply(prompt):
+        if "[[ ## query ## ]]" in prompt:
+            return {"query": "Dow Chemical Company"}
+        return {"answer": "Midland"}
+
+    _, engine = scripted_lm(reply)
+    prediction = BasicRAG(bm25, k=1, second_hop=1)(question=QUESTION)
+    assert bm25.search(QUESTION, 1)[0].chunk.id == "agro#0"
+    assert prediction.evidence == ["agro#0", "dow#0"] and prediction.answer == "Midland"
+    searches = prediction.trace["searches"]
+    assert [s["query"] for s in searches] == [QUESTION, "Dow Chemical Company"]
+    assert searches[1]["ids"] == ["dow#0"]  # agro, already there, is not found again
+    query_prompt, answer_prompt = engine.prompts
+    assert docs[0].text in query_prompt and docs[1].text not in query_prompt
+    assert docs[0].text in answer_prompt and docs[1].text in answer_prompt
+    assert prediction.trace["lm_calls"] == 2
+    assert BasicRAG.most_calls(BasicRAG.Knobs(second_hop=1)) == 2
+    assert BasicRAG.most_calls(BasicRAG.Knobs()) == 1
+
+
+def _example(docs, gold_ids):
+    import dspy
+
+    gold = [{"id": d.id, "title": d.title, "text": d.text} for d in docs if d.id in gold_ids]
+    return dspy.Example(question=QUESTION, answer="Midland", gold_passages=gold)
+
+
+def test_the_second_hop_teacher_builds_the_bridge_query_from_annotations(scripted_lm):
+    """The query step's target is the title of the gold passage the first retrieval missed,
+    the one a found passage names first (the bridge entity); the answer step reads the first
+    retrieval plus what that query finds. No model call."""
+    docs, bm25 = _bridge_corpus()
+    _, engine = scripted_lm(lambda prompt: {"answer": "x"})
+    demos = BasicRAG(bm25, k=1, second_hop=1).annotated_demos(_example(docs, {"agro", "dow"}))
+    (query,) = demos["write_query"]
+    assert query.query == "Dow Chemical Company" and set(query.inputs()) == {"context", "question"}
+    assert len(query.context) == 1 and docs[0].text in query.context[0]
+    (answer,) = demos["answer"]
+    assert [docs[0].text in answer.context[0], docs[1].text in answer.context[1]] == [True, True]
+    assert answer.answer == "Midland" and not engine.prompts
+
+    # a missing gold passage no found passage names: the first missing; none missing: the
+    # gold passage retrieval ranked last
+    demos = BasicRAG(bm25, k=1, second_hop=1).annotated_demos(_example(docs, {"agro", "midland"}))
+    assert demos["write_query"][0].query == "Midland"
+    demos = BasicRAG(bm25, k=5, second_hop=1).annotated_demos(_example(docs, {"agro", "dow"}))
+    ranked = [h.chunk.id for h in bm25.search(QUESTION, 5)]
+    last = (
+        "Dow Chemical Company"
+        if ranked.index("dow#0") > ranked.index("agro#0")
+        else "Dow AgroSciences"
+    )
+    assert demos["write_query"][0].query == last
+    assert "write_query" not in BasicRAG(bm25, k=1).annotated_demos(_example(docs, {"agro", "dow"}))
+
+
+def test_the_second_hops_retrieved_demo_queries_a_gold_title_and_keeps_gold_out(scripted_lm):
+    """RAFT's share without gold: the query step still learns the gold title to search for, and
+    the answer's context (first retrieval and second hop) holds no gold passage."""
+    docs, bm25 = _bridge_corpus()
+    _, engine = scripted_lm(lambda prompt: {"answer": "x"})
+    example = _example(docs, {"agro", "dow"})
+    demos = BasicRAG(bm25, k=1, second_hop=1).retrieved_demos(example)
+    (query,) = demos["write_query"]
+    assert query.query in {"Dow AgroSciences", "Dow Chemical Company"}
+    (answer,) = demos["answer"]
+    assert len(answer.context) == 2 and docs[5].text in answer.context[1]  # the hop's, not gold
+    assert not any(d.text in p for d in docs[:2] for p in answer.context)
+    assert not engine.prompts
