@@ -84,6 +84,7 @@ def test_compile_save_load_in_a_fresh_process_gives_identical_predictions(
         "rerank_pool": 0,
         "rerank_signal": "retriever",
         "links": 0,
+        "second_hop": 0,
     }
     assert recipe["optimizer"]["name"] == "bootstrap" and recipe["metric"] == "f1"
     assert recipe["retriever"]["kind"] == "bm25" and len(recipe["retriever"]["corpus_hash"]) == 64

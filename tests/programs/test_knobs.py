@@ -38,7 +38,7 @@ def test_an_unknown_knob_is_refused_naming_it_and_the_valid_ones(bm25):
     message = one_line_error(lambda: BasicRAG(bm25, nope=1))
     assert message == (
         "basic: unknown knob 'nope'; knobs are k (or top_k), chain_of_thought, rerank_pool, "
-        "rerank_signal, links"
+        "rerank_signal, links, second_hop"
     )
 
 
