@@ -901,6 +901,13 @@ def bench(
     timeout: TimeoutOpt = None,
     constrained: ConstrainedOpt = True,
     merge_adapter: MergeAdapterOpt = False,
+    server_check: Annotated[
+        bool,
+        typer.Option(
+            help="a tuned --compiled artifact through --api-base: check first that the server "
+            "serves its adapter (its answers on 3 questions are the in-process tuned model's)"
+        ),
+    ] = True,
     spec: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(
@@ -938,6 +945,7 @@ def bench(
         references=reference or [],
         threads=threads,
         info={"command": " ".join(["netcast", *sys.argv[1:]])},
+        server_check=server_check,
     )
     console.print(f"report: {done_dir}/report.md, {done_dir}/report.html", soft_wrap=True)
     failed = [r for r in results.values() if r.errors]

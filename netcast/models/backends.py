@@ -29,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -44,6 +44,7 @@ PROBE_PROMPT_TOKENS = 128  # evaluated twice, the faster pass counted
 PROBE_GENERATED_TOKENS = 16
 ENV = "NETCAST_CPU_BACKEND"
 AMX = "AMX_INT8 = 1"  # what llama.cpp's system info says of a backend built with AMX
+ILLEGAL = ("SIGILL",)  # how a variant dies whose instructions this machine does not execute
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Verdict:
     fallback: bool = False  # a better-scoring variant died here
     key: str = ""
     when: str = ""
+    settled: bool = True  # every probe ran or died of an illegal instruction: worth keeping
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -133,10 +135,12 @@ def cpu_description() -> str:
     return f"{name} | {flags}"
 
 
-def machine_key(files: list[Path], cpu: str | None = None) -> str:
-    """One hash of this CPU (name and flags) and this build (each variant file's name, size
-    and modification time): a verdict stored under another key is not this machine's."""
+def machine_key(files: list[Path], cpu: str | None = None, directory: Path | None = None) -> str:
+    """One hash of this CPU (name and flags) and this build (its folder, each variant file's
+    name, size and modification time): a verdict stored under another key is not this
+    machine's, nor this install's."""
     digest = hashlib.sha256((cpu if cpu is not None else cpu_description()).encode())
+    digest.update(f"|{Path(directory).resolve() if directory else ''}".encode())
     for path in sorted(files):
         st = path.stat()
         digest.update(f"|{path.name}:{st.st_size}:{st.st_mtime_ns}".encode())
@@ -152,7 +156,10 @@ def probe(variant: Variant, model_path: Path, timeout: float = PROBE_TIMEOUT) ->
     variant with an empty path measures the build's linked-in CPU backend."""
     command = [*CHILD, str(variant.path or ""), str(model_path)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        # its own session: a Ctrl-C meant for us does not kill it and pass for a dying variant
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, start_new_session=True
+        )
     except subprocess.TimeoutExpired:
         return Probe(variant.name, False, f"timed out after {timeout:.0f} s")
     return probe_result(variant.name, done.returncode, done.stdout, done.stderr)
@@ -174,12 +181,19 @@ def probe_result(name: str, returncode: int, stdout: str, stderr: str) -> Probe:
 
 def choose(variants: list[Variant], run: Callable[[Variant], Probe]) -> Verdict:
     """The first variant, best score first, whose probe runs; where it uses AMX, the next one
-    that runs too, and the faster of the two at prompt processing. ``ModelSetupError`` (one
-    line) if none runs."""
+    that runs too, and the faster of the two at prompt processing. Only a probe that dies of an
+    illegal instruction passes over its variant; one that fails otherwise (interrupted, killed,
+    timed out, a model file that does not load) says nothing of the CPU: that variant is used
+    untried and the verdict is not ``settled`` (not kept). ``ModelSetupError`` (one line) if
+    every variant dies."""
     probes: list[Probe] = []
     chosen: Variant | None = None
     for variant in variants:
         probes.append(run(variant))
+        if not probes[-1].ok and probes[-1].died not in ILLEGAL:
+            kept = chosen or variant
+            reason = f"not checked: {probes[-1].variant}'s check failed ({probes[-1].died})"
+            return Verdict(kept.name, str(kept.path), reason, probes, settled=False)
         if not probes[-1].ok:
             continue
         if chosen is None:
@@ -243,20 +257,18 @@ def verdict(
                 return Verdict(pinned, str(path), f"{ENV}={pinned}")
         names = ", ".join(variant_name(p) for p in files) or "none"
         raise ModelSetupError(f"{ENV}={pinned}: no such CPU backend here (this build has: {names})")
-    key = machine_key(files)
+    key = machine_key(files, directory=directory)
     path = verdict_path(key)
     if not refresh and (stored := _stored(path, key)):
         return stored
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):  # another process probing: wait for its verdict
+    with _locked(path):  # another process probing: wait for its verdict
         if not refresh and (stored := _stored(path, key)):
             return stored
         model = model_path()
         chosen = choose(cpu_variants(directory, score), lambda v: run(v, model))
         chosen = Verdict(**{**chosen.__dict__, "key": key, "when": time.strftime("%Y-%m-%d")})
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(chosen.to_json(), indent=1) + "\n")
-        tmp.replace(path)
+        if chosen.settled:
+            _store(path, chosen)
     if chosen.fallback:
         died = ", ".join(f"{p.variant} ({p.died})" for p in chosen.probes if not p.ok)
         (say or _stderr)(
@@ -264,6 +276,32 @@ def verdict(
             f"{chosen.variant} instead (netcast runtime tells more)"
         )
     return chosen
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """``path``'s lock file held; where its folder cannot be written, no lock (the probe runs,
+    its verdict is not kept)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path) + ".lock")
+        lock.acquire()
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _store(path: Path, chosen: Verdict) -> None:
+    """Keep ``chosen`` at ``path``; where the folder cannot be written, the next run tries
+    again (nothing is lost but its seconds)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(OSError):
+        tmp.write_text(json.dumps(chosen.to_json(), indent=1) + "\n")
+        tmp.replace(path)
 
 
 def _stored(path: Path, key: str) -> Verdict | None:
@@ -301,9 +339,11 @@ def _measure(library: str, model: str) -> dict:
         start = time.perf_counter()
         llm.eval(tokens)
         prompt_seconds.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    for n, _token in enumerate(llm.generate(tokens, temp=0.0), start=1):
-        if n >= PROBE_GENERATED_TOKENS:
+    start = 0.0
+    for n, _token in enumerate(llm.generate(tokens, temp=0.0)):
+        if n == 0:  # the first comes from the prompt's logits: the clock starts after it
+            start = time.perf_counter()
+        elif n >= PROBE_GENERATED_TOKENS:
             break
     generate_seconds = time.perf_counter() - start
     return {

@@ -458,12 +458,18 @@ def write_peft_adapter(adapter_path: Path, out: Path) -> dict[str, Any]:
     import gguf
     from safetensors.numpy import save_file
 
-    reader = gguf.GGUFReader(str(adapter_path))
+    try:
+        reader = gguf.GGUFReader(str(adapter_path))
+        arch = _field_str(reader, "general.architecture")
+    except Exception as err:  # gguf raises ValueError, KeyError, struct errors on a bad file
+        raise ModelFileError(f"{adapter_path}: not a readable GGUF LoRA adapter ({err})") from None
     pairs, alpha = lora_pairs(reader)
-    arch = _field_str(reader, "general.architecture")
     base = _field_str(reader, "netcast.base") if "netcast.base" in reader.fields else ""
+    arch_ids = {name: key for key, name in gguf.MODEL_ARCH_NAMES.items()}
+    if not pairs or arch not in arch_ids:
+        raise ModelFileError(f"{adapter_path}: an adapter of no tensor, or of an unknown {arch!r}")
     blocks = 1 + max(int(name.split(".")[1]) for name in pairs)
-    arch_id = {name: key for key, name in gguf.MODEL_ARCH_NAMES.items()}[arch]
+    arch_id = arch_ids[arch]
     name_map = gguf.get_tensor_name_map(arch_id, blocks)
     hf_names = {}
     for block in range(blocks):
@@ -496,6 +502,8 @@ def write_peft_adapter(adapter_path: Path, out: Path) -> dict[str, Any]:
         "inference_mode": True,
     }
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: is a file; give a folder for the peft adapter")
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out / "adapter_model.safetensors"))
     _write_json(out / "adapter_config.json", config)

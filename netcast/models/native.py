@@ -9,6 +9,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def backend_dir() -> Path:
     return Path(llama_cpp.__file__).parent.parent / "bin"
 
 
+_loading = threading.Lock()  # two engines loading at once register the backend once
+
+
 def load_cpu_backends() -> int:
     """Register llama.cpp's CPU backend where the build left that to the caller, and return how
     many backends are registered.
@@ -52,14 +56,20 @@ def load_cpu_backends() -> int:
     ggml = ctypes.CDLL(str(lib_dir / "libggml.so.0"))
     ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
     variants = backend_dir()
-    if ggml.ggml_backend_reg_count() == 0 and any(variants.glob("libggml-cpu-*.so")):
-        from netcast.models import embedded
-        from netcast.models.backends import verdict
-
-        chosen = verdict(variants, embedded.model_path)
-        # llama.cpp writes "load_backend: loaded CPU backend from ..." to the process's
-        # stderr: not under every command's output (a failure shows in the count returned)
-        ggml.ggml_backend_load.restype = ctypes.c_void_p
-        with quiet_native_stderr():
-            ggml.ggml_backend_load(chosen.path.encode())
+    with _loading:
+        if ggml.ggml_backend_reg_count() == 0 and any(variants.glob("libggml-cpu-*.so")):
+            _load_chosen(ggml, variants)
     return int(ggml.ggml_backend_reg_count())
+
+
+def _load_chosen(ggml, variants: Path) -> None:
+    """Load the CPU backend variant this machine runs (``backends.verdict``) from ``variants``."""
+    from netcast.models import embedded
+    from netcast.models.backends import verdict
+
+    chosen = verdict(variants, embedded.model_path)
+    # llama.cpp writes "load_backend: loaded CPU backend from ..." to the process's stderr: not
+    # under every command's output (a failure shows in the count load_cpu_backends returns)
+    ggml.ggml_backend_load.restype = ctypes.c_void_p
+    with quiet_native_stderr():
+        ggml.ggml_backend_load(chosen.path.encode())

@@ -82,12 +82,14 @@ def run_bench(
     max_errors: int = 3,
     info: dict[str, Any] | None = None,
     index: str | Path | None = None,
+    server_check: bool = True,
 ) -> tuple[Path, dict[tuple[str, str], EvalResult]]:
     """Evaluate every program on every dataset into ``run_dir/<dataset>/<program>/`` (a dataset
     given as a path is named by a slug of it); finished questions are kept and skipped when the
     same bench is run again. ``variants`` (:func:`parse_variant`) add strategies with changed
     knobs, each compared in the report with its program as shipped. Returns the run directory
-    and the results."""
+    and the results. A tuned compiled artifact run through a server is first checked to be
+    served with its adapter (``netcast.session.check_served``) unless ``server_check`` is off."""
     changed = [parse_variant(v) for v in variants]
     references = [reference_name(r) for r in references]  # refused before anything runs
     meta = {
@@ -119,7 +121,10 @@ def run_bench(
     for dataset in datasets:
         data = loaded[dataset]
         searcher = open_retriever(data, index, kind=retriever, counter=token_counter(lm))
+        checked = compiled if server_check else ()
         entries = _entries(data, dataset, searcher, lm, programs, changed, compiled, references)
+        for artifact in checked:  # a tuned one on a server: the server must serve its adapter
+            check_served(artifact, lm, [ex.question for ex in data.examples], retriever=searcher)
         folder = slug(Path(dataset).stem if dataset.endswith(".jsonl") else dataset)
         for name, program, artifact in entries:
             if progress:
@@ -155,8 +160,6 @@ def _entries(data, dataset, searcher, lm, programs, changed, compiled, reference
     None) and the reference readers."""
     entries = [(name, build_program(name, searcher, lm=lm), None) for name in programs]
     entries += [(label, build_program(p, searcher, k, lm=lm), None) for label, p, k in changed]
-    for artifact in compiled:  # a tuned one on a server: the server must serve its adapter
-        check_served(artifact, lm, [ex.question for ex in data.examples], retriever=searcher)
     entries += [(Path(c).name, load(c, model=lm, retriever=searcher), c) for c in compiled]
     readers = reference_readers(references, data.examples, dataset, lm=lm)
     return entries + [(name, reader, None) for name, reader in readers]

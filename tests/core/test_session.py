@@ -20,13 +20,13 @@ found = importlib.util.find_spec
 hidden = lambda name, *a: None if name.split(".")[0] == "peft" else found(name, *a)
 importlib.util.find_spec = hidden
 import netcast
-from netcast.errors import InputError
+from netcast.errors import InputError, NetcastError
 out = {}
 for directory in sys.argv[1:]:
     try:
         program = netcast.load(directory)
         out[directory] = sorted({str(p.lm.model) for p in program.predictors()})
-    except InputError as err:
+    except NetcastError as err:  # the 1.5B's parts not installed: one line naming its extra
         out[directory] = "error: " + str(err)
 try:
     from netcast.models import finetune

@@ -17,12 +17,25 @@ import json, os, signal, sys
 library = os.path.basename(sys.argv[1])
 if "sapphirerapids" in library:
     os.kill(os.getpid(), signal.SIGILL)
+if "killed" in library:
+    os.kill(os.getpid(), signal.SIGKILL)
+if "broken" in library:
+    sys.exit("the model file did not load")
 speed = {"amxfast": 400.0, "amxslow": 100.0}.get(library[len("libggml-cpu-"):-3], 200.0)
 amx = "AMX_INT8 = 1 | " if "amx" in library else ""
 print(json.dumps({"prompt_tokens_per_s": speed, "generated_tokens_per_s": 40.0,
                   "features": "CPU : AVX512 = 1 | " + amx}))
 """
-SCORES = {"sapphirerapids": 10, "zen4": 9, "amxfast": 8, "amxslow": 8, "haswell": 5, "x64": 1}
+SCORES = {
+    "sapphirerapids": 10,
+    "killed": 10,
+    "broken": 10,
+    "zen4": 9,
+    "amxfast": 8,
+    "amxslow": 8,
+    "haswell": 5,
+    "x64": 1,
+}
 
 
 @pytest.fixture
@@ -102,6 +115,23 @@ def test_an_amx_variant_is_kept_only_where_it_is_faster(machine, names, kept):
     chosen = verdict()
     assert probed == list(names)  # the AMX one and the next, both measured
     assert chosen.variant == kept and "ran prompts faster here" in chosen.reason
+
+
+@pytest.mark.parametrize(
+    "failing, died", [("killed", "SIGKILL"), ("broken", "exit 1: the model file did not load")]
+)
+def test_a_check_that_fails_for_another_reason_than_the_cpu_is_not_kept(machine, failing, died):
+    """Only an illegal instruction passes over a variant: a probe killed (out of memory, an
+    interrupt), timed out or failing to load the model says nothing of the CPU, so its variant
+    is used untried, nothing is said, and nothing is kept (the next run checks again)."""
+    add, verdict, probed = machine
+    add(failing, "zen4")
+    said = []
+    chosen = verdict(say=said.append)
+    assert chosen.variant == failing and not chosen.settled and not chosen.fallback
+    assert chosen.probes[0].died == died and said == [] and probed == [failing]
+    verdict(say=said.append)
+    assert probed == [failing, failing]
 
 
 def test_a_rebuilt_library_is_probed_again(machine, tmp_path):
