@@ -23,6 +23,7 @@ from netcast.cli.options import (
     RetriesOpt,
     RetrieverOpt,
     SearchOpt,
+    ServerCheckOpt,
     TimeoutOpt,
 )
 from netcast.cli.options import command_lm as _lm
@@ -901,13 +902,7 @@ def bench(
     timeout: TimeoutOpt = None,
     constrained: ConstrainedOpt = True,
     merge_adapter: MergeAdapterOpt = False,
-    server_check: Annotated[
-        bool,
-        typer.Option(
-            help="a tuned --compiled artifact through --api-base: check first that the server "
-            "serves its adapter (its answers on 3 questions are the in-process tuned model's)"
-        ),
-    ] = True,
+    server_check: ServerCheckOpt = True,
     spec: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(

@@ -58,6 +58,13 @@ MergeAdapterOpt = Annotated[
         "tokens differ: docs/finetuning.md)",
     ),
 ]
+ServerCheckOpt = Annotated[
+    bool,
+    typer.Option(
+        help="a tuned --compiled artifact through --api-base: check first that the server "
+        "serves its adapter (its answers on 3 questions are the in-process tuned model's)"
+    ),
+]
 RetriesOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option("--retries", help="retries per model call", min=0),
