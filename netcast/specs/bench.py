@@ -91,7 +91,7 @@ def run_bench(
     and the results. A tuned compiled artifact run through a server is first checked to be
     served with its adapter (``netcast.session.check_served``) unless ``server_check`` is off."""
     changed = [parse_variant(v) for v in variants]
-    references = [reference_name(r) for r in references]  # refused before anything runs
+    reference_rows = [reference_name(r) for r in references]  # refused before anything runs
     meta = {
         **(info or {}),
         "model": lm.model,
@@ -104,7 +104,7 @@ def run_bench(
         "datasets": list(datasets),
         "compiled": [str(c) for c in compiled],
         **({"variants": list(variants)} if variants else {}),
-        **({"references": list(references)} if references else {}),
+        **({"references": reference_rows} if references else {}),
     }
     run_dir = Path(run_dir) if run_dir else bench_dir({k: meta[k] for k in meta if k != "command"})
     loaded = {
@@ -161,8 +161,13 @@ def _entries(data, dataset, searcher, lm, programs, changed, compiled, reference
     entries = [(name, build_program(name, searcher, lm=lm), None) for name in programs]
     entries += [(label, build_program(p, searcher, k, lm=lm), None) for label, p, k in changed]
     entries += [(Path(c).name, load(c, model=lm, retriever=searcher), c) for c in compiled]
-    readers = reference_readers(references, data.examples, dataset, lm=lm)
-    return entries + [(name, reader, None) for name, reader in readers]
+    return entries + reference_readers(
+        references,
+        data.examples,
+        dataset,
+        lm=lm,
+        load_artifact=lambda path: load(path, model=lm, retriever=searcher),
+    )
 
 
 def _stop_if_none_finished(results: dict[tuple[str, str], EvalResult], lm: Any) -> None:

@@ -4,11 +4,17 @@ strategies (never strategies themselves, and never registered as programs).
 Both run ``basic``'s answer step as shipped (the same Signature, the same output cap) with the
 same model: ``reference-gold`` given only the question's gold passages (the data's own
 annotation), ``reference-closed`` given no passage. A strategy's share of the gap closed is
-``(F1 - basic) / (gold - basic)`` (``netcast.specs.report``)."""
+``(F1 - basic) / (gold - basic)`` (``netcast.specs.report``).
+
+``gold:ARTIFACT`` (row ``reference-gold-<artifact folder>``) runs a compiled artifact's own
+answer step instead (its prompt, and its model with any tuned adapter) over the gold
+passages: the ceiling of a tuned reader, beside the untuned one's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import dspy
 
@@ -26,12 +32,18 @@ class ReferenceReader(NetcastProgram):
     (``passages`` maps a question to them), or none (``passages=None``: closed book)."""
 
     def __init__(
-        self, name: str, passages: dict[str, tuple[list[str], list[str]]] | None, *, lm=None
+        self,
+        name: str,
+        passages: dict[str, tuple[list[str], list[str]]] | None,
+        *,
+        lm=None,
+        answer: dspy.Module | None = None,
     ):
         super().__init__(None, lm=lm)
         self.name = name
         self.fixed = passages
-        self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
+        # a compiled program's answer step (its prompt and model), or basic's as shipped
+        self.answer = answer or dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def forward(self, question: str) -> dspy.Prediction:
         ids, context = ([], []) if self.fixed is None else self.fixed[question]
@@ -60,21 +72,50 @@ def gold_context(
     return found
 
 
-def reference_name(name: str) -> str:
-    """``gold``/``closed`` (or the full name) -> the reference row's name; others refused."""
-    full = name if name.startswith("reference-") else f"reference-{name}"
+def parse_reference(name: str) -> tuple[str, str | None]:
+    """``gold``/``closed`` (or the full name), or ``gold:ARTIFACT`` -> (the reference it runs,
+    the artifact whose answer step reads, or None); others refused."""
+    kind, _, artifact = name.partition(":")
+    full = kind if kind.startswith("reference-") else f"reference-{kind}"
     if full not in REFERENCES:
-        raise InputError(f"unknown reference {name!r}; choose gold or closed")
-    return full
+        raise InputError(f"unknown reference {name!r}; choose gold, closed or gold:ARTIFACT")
+    if artifact and full != GOLD:
+        raise InputError(f"reference {name!r}: only gold takes an artifact (gold:ARTIFACT)")
+    return full, artifact or None
+
+
+def reference_name(name: str) -> str:
+    """The row name of a reference (:func:`parse_reference`): ``reference-gold``,
+    ``reference-closed``, or ``reference-gold-<artifact folder>``."""
+    full, artifact = parse_reference(name)
+    return f"{full}-{Path(artifact).name}" if artifact else full
 
 
 def reference_readers(
-    names: Sequence[str], examples: Sequence[dspy.Example], dataset: str, lm=None
-) -> list[tuple[str, ReferenceReader]]:
-    """The reference rows ``names`` (``gold``/``closed`` or their full names) for ``examples``."""
+    names: Sequence[str],
+    examples: Sequence[dspy.Example],
+    dataset: str,
+    lm=None,
+    load_artifact: Any = None,
+) -> list[tuple[str, ReferenceReader, str | None]]:
+    """The reference rows ``names`` for ``examples``: (row name, reader, artifact or None).
+    A ``gold:ARTIFACT`` row's reader is that artifact's answer step, loaded with
+    ``load_artifact(path)`` (``netcast.session.load`` bound to the bench's model)."""
     readers = []
     for name in names:
-        full = reference_name(name)
+        full, artifact = parse_reference(name)
         passages = gold_context(examples, dataset) if full == GOLD else None
-        readers.append((full, ReferenceReader(full, passages, lm=lm)))
+        if artifact is None:
+            readers.append((full, ReferenceReader(full, passages, lm=lm), None))
+            continue
+        program = load_artifact(artifact)
+        answer = getattr(program, "answer", None)
+        steps = answer.predictors() if isinstance(answer, dspy.Module) else []
+        if len(steps) != 1 or steps[0].signature.input_fields.keys() != {"context", "question"}:
+            raise InputError(
+                f"reference {name!r}: {artifact} has no answer step reading context and "
+                f"question ({program.name}'s is not basic's); give a compiled basic"
+            )
+        reader = ReferenceReader(full, passages, lm=steps[0].lm, answer=answer)
+        readers.append((reference_name(name), reader, artifact))
     return readers

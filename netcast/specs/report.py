@@ -143,7 +143,8 @@ def summary_rows(results: Sequence[Results], quality: str = "f1", seed: int = 0)
         if source is not None and source is not res:
             test = compare(res, source, quality, seed)
             row["p_vs_uncompiled"], row["diff_vs_uncompiled"] = test["p"], test["diff"]
-        row["reference"] = res.program in REFERENCES
+        # reference-gold-<artifact> runs reference-gold's reader with the artifact's answer step
+        row["reference"] = res.program in REFERENCES or res.strategy in REFERENCES
         rows.append(row)
     add_gap_closed(rows, quality)
     return rows
