@@ -1,12 +1,15 @@
-"""The options several commands share (typer annotations, their help written once), and the
-model they name."""
+"""The options several commands share (typer annotations, their help written once), the
+model they name, and the helpers every command group uses (knobs checked, a failure's line)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
+
+from netcast.errors import InputError
+from netcast.render import err_console
 
 ModelOpt = Annotated[
     Optional[str],  # noqa: UP045  (typer needs Optional here)
@@ -115,3 +118,211 @@ def command_lm(
     if retries is not None:
         kwargs["num_retries"] = retries
     return make_lm(model, **kwargs)
+
+
+# the compile command's options
+RaceProgramOpt = Annotated[
+    str,
+    typer.Option(
+        help="strategy name; several (a,b,c) or auto (every strategy) race them on held-out "
+        "training questions and compile the winner"
+    ),
+]
+
+
+CompileDatasetOpt = Annotated[str, typer.Option(help="dataset name or .jsonl")]
+
+
+TrainSplitOpt = Annotated[str, typer.Option(help="split to compile on")]
+
+
+DevSplitOpt = Annotated[str, typer.Option(help="split to score on")]
+
+
+TrainLimitOpt = Annotated[Optional[int], typer.Option(help="first N train questions")]  # noqa: UP045
+
+
+DevLimitOpt = Annotated[Optional[int], typer.Option(help="first N dev questions")]  # noqa: UP045
+
+
+SelectOnOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        help="dev | train: where bootstrap-rs, mipro and gepa score their candidates "
+        "(train: the last 80% of the train questions, so the dev questions stay unseen); "
+        "default dev, or with --from the artifact's"
+    ),
+]
+
+
+OptimizerOpt = Annotated[
+    str,
+    typer.Option(
+        help="bootstrap | bootstrap-rs | mipro | simba | gepa | joint (knobs not given with "
+        "--set searched together with the demonstrations, on held-out training questions) | "
+        "finetune (an embedded model's weights tuned on its passing traces: a LoRA adapter) | "
+        "better-together (prompts, then weights, then prompts)"
+    ),
+]
+
+
+MetricOpt = Annotated[str, typer.Option(help="em | f1 | judge")]
+
+
+TeacherOpt = Annotated[
+    str,
+    typer.Option(
+        help="model (demonstrations from successful traces) | annotations (from the "
+        "data's gold passages, supporting sentences and sub-questions; no model calls)"
+    ),
+]
+
+
+TeacherModelOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        help="teacher / proposal model (default: --model); with finetune, its traces train "
+        "the model (distillation)"
+    ),
+]
+
+
+JudgeModelOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(help="with --metric judge: the judge model (default: --model)"),
+]
+
+
+BudgetOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option(help="joint or race: model calls the search may spend (default: the whole grid)"),
+]
+
+
+GridOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        help="joint: the values tried for a knob, knob=v1,v2 (repeatable; default: the "
+        "knob's declared range), or the demonstration sources, demos=none,annotations"
+    ),
+]
+
+
+TiesOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        help="joint: among the trials that beat the defaults and that the validation questions "
+        "cannot tell apart from the best, take the one nearest the defaults (nearest, the "
+        "default) or the best score (best)"
+    ),
+]
+
+
+FinetuneSetOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--finetune-set",
+        help="finetune or better-together: a setting, name=value (repeatable): a training "
+        "setting (epochs, learning_rate, rank, min_examples, threads, ...), metric_threshold, "
+        "exclude_demos, or better-together's strategy and prompt",
+    ),
+]
+
+
+SeedOpt = Annotated[int, typer.Option(help="optimizer seed")]
+
+
+ThreadsOpt = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option(
+        help="parallel questions (default 1); finetune and better-together: also the CPU "
+        "threads training runs on, unless --finetune-set threads= names them (default: every "
+        "core)",
+        min=1,
+    ),
+]
+
+
+FromOpt = Annotated[
+    Optional[Path], typer.Option("--from", help="recompile this artifact's recipe")  # noqa: UP045
+]
+
+
+RetuneOpt = Annotated[bool, typer.Option(help="with --from: re-tune knobs first")]
+
+
+RetuneTrialsOpt = Annotated[int, typer.Option(help="with --retune: tuning trials", min=1)]
+
+
+def fail(message: str) -> NoReturn:
+    """Stop the command with ``message`` as its one line (exit 2: bad input)."""
+    raise InputError(message)
+
+
+def knob_values(pairs: list[str] | None, program: str) -> dict[str, Any]:
+    """``--set`` pairs, checked against the program's knobs before anything runs."""
+    from netcast.programs import get_program
+    from netcast.programs.knobs import parse_pairs, validate
+
+    knobs = parse_pairs(pairs or [])
+    cls = get_program(program)
+    validate(program, cls.Knobs, knobs)
+    return knobs
+
+
+def joint_settings_of(
+    budget: int | None, pairs: list[str] | None, ties: str | None
+) -> dict[str, Any]:
+    """The joint optimizer's settings from ``--budget``, ``--grid`` (``demos=`` names the
+    demonstration sources; the knobs' values are checked when the compile starts) and
+    ``--ties``."""
+    from netcast.programs.knobs import parse_grid
+    from netcast.specs.spec import joint_settings
+
+    return joint_settings(budget, parse_grid(pairs or []), ties)
+
+
+def print_failed(result: Any, lm: Any) -> None:
+    """One line: how many questions failed calling which endpoint, what is saved, resume."""
+    from rich.markup import escape
+
+    from netcast.optimize.workflow import endpoint
+
+    agg = result.aggregate
+    first_id, first = next(iter(result.errors.items()))
+    if "timed out" in first:  # the library's own advice names its settings, not netcast's
+        timeout = (getattr(lm, "kwargs", None) or {}).get("timeout")
+        first = first.split(";")[0] + (f" (--timeout {timeout:g} s)" if timeout else "")
+    not_run = agg.get("n_total", 0) - agg["n"] - len(result.errors)
+    stopped = f", {not_run} not run" if not_run > 0 else ""
+    err_console.print(
+        f"[red]error:[/red] {len(result.errors)} question(s) failed calling "
+        f"{escape(endpoint(lm))}{stopped} (first, {escape(first_id)}: {escape(first)}); "
+        f"{agg['n']} of {agg.get('n_total', agg['n'])} finished question(s) are saved in "
+        f"{escape(str(result.run_dir))}; run the same command again to resume",
+        soft_wrap=True,
+    )
+
+
+def given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The options among ``names`` given on the command line, as they are spelled there (a
+    flag's off switch, ``--no-retune``, by its value)."""
+
+    def spelled(p: Any) -> str:
+        off = getattr(p, "secondary_opts", None)
+        return off[0] if off and ctx.params.get(p.name) is False else p.opts[0]
+
+    flags = {p.name: spelled(p) for p in ctx.command.params}
+    return [
+        flags[n]
+        for n in names
+        if getattr(ctx.get_parameter_source(n), "name", None) in ("COMMANDLINE", "ENVIRONMENT")
+    ]
+
+
+def other_lm(name: str, api_base: list[str] | None, retries: int | None, timeout: Any):
+    """A teacher or judge model beside ``--model``: built with the command's endpoint
+    options, except that an embedded one runs in this process (no ``--api-base``)."""
+    from netcast.models import is_embedded
+
+    return command_lm(name, None if is_embedded(name) else api_base, retries, timeout=timeout)

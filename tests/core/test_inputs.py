@@ -41,7 +41,7 @@ def warned(result) -> list[str]:
 def scripted(monkeypatch, scripted_lm, respond):
     """The command line's model: a scripted one (no model runs)."""
     lm, engine = scripted_lm(respond)
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    monkeypatch.setattr(sys.modules["netcast.cli.options"], "command_lm", lambda *a, **k: lm)
     return engine
 
 

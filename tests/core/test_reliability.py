@@ -59,7 +59,7 @@ def write_docs(path: Path, records) -> Path:
 def scripted(monkeypatch, scripted_lm, script=distracted):
     """The command line's model: a scripted one (no model runs)."""
     lm, engine = scripted_lm(script)
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    monkeypatch.setattr(sys.modules["netcast.cli.options"], "command_lm", lambda *a, **k: lm)
     return lm, engine
 
 

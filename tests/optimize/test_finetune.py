@@ -488,7 +488,7 @@ def test_too_few_training_questions_are_refused_in_one_line_before_any_call(
     load_cpu_backends()
     monkeypatch.setattr(training, "load_base", never)
     lm = embedded_lm(right_except(set()))
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    monkeypatch.setattr(sys.modules["netcast.cli.options"], "command_lm", lambda *a, **k: lm)
     out = tmp_path / "art"
     result = CliRunner().invoke(
         app,
@@ -617,8 +617,7 @@ def test_netcast_compile_tunes_with_the_settings_given_and_prints_the_adapter(
     lm = embedded_lm(right_except(WRONG))
     import sys
 
-    cli = sys.modules["netcast.cli.app"]  # (netcast.cli.app is also the Typer app's name)
-    monkeypatch.setattr(cli, "_lm", lambda model, *args, **kwargs: lm)
+    monkeypatch.setattr(sys.modules["netcast.cli.options"], "command_lm", lambda *a, **k: lm)
     out = tmp_path / "art"
     result = CliRunner().invoke(
         app,
@@ -677,7 +676,7 @@ def test_compile_threads_reach_the_training(
 
     monkeypatch.setattr(os, "cpu_count", lambda: 3)
     lm = embedded_lm(right_except(WRONG))
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *a, **k: lm)
+    monkeypatch.setattr(sys.modules["netcast.cli.options"], "command_lm", lambda *a, **k: lm)
     result = CliRunner().invoke(
         app,
         [

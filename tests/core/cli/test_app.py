@@ -255,12 +255,14 @@ def test_a_teacher_or_judge_beside_a_served_model_gets_the_endpoint_unless_embed
 ):
     import importlib
 
-    cli = importlib.import_module("netcast.cli.app")  # the module, not its Typer app
+    options = importlib.import_module("netcast.cli.options")
 
     built = []
-    monkeypatch.setattr(cli, "_lm", lambda name, base, *a, **k: built.append((name, base)))
+    monkeypatch.setattr(
+        options, "command_lm", lambda name, base, *a, **k: built.append((name, base))
+    )
     for name in ("embedded-1.5b", "openai/judge"):
-        cli._other_lm(name, ["http://gpu:8000/v1"], None, None)
+        options.other_lm(name, ["http://gpu:8000/v1"], None, None)
     assert built == [("embedded-1.5b", None), ("openai/judge", ["http://gpu:8000/v1"])]
 
 
@@ -450,7 +452,9 @@ def test_a_budget_stopped_joint_compile_says_what_is_untried_and_a_larger_budget
 
     lm, engine = scripted_lm(distracted)
     # the module (netcast.cli's ``app`` attribute is the Typer app)
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    monkeypatch.setattr(
+        sys.modules["netcast.cli.options"], "command_lm", lambda *args, **kwargs: lm
+    )
     dataset = capitals_file(tmp_path / "capitals.jsonl", 32)
     out = tmp_path / "art"
     compile_args = [
@@ -539,7 +543,9 @@ def test_ask_prints_evidence_ids_and_passages_without_markup_tags(monkeypatch, s
     import sys
 
     lm, _ = scripted_lm(lambda prompt: {"answer": "Midland"})
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    monkeypatch.setattr(
+        sys.modules["netcast.cli.options"], "command_lm", lambda *args, **kwargs: lm
+    )
     monkeypatch.setattr(sys.modules["netcast.models.factory"], "preflight", lambda lm: None)
     result = run("ask", "Which city is the headquarters of The Dow Chemical Company in?")
     assert result.exit_code == 0, result.output
@@ -557,7 +563,9 @@ def test_a_compile_ends_saying_what_its_dev_scores_show_and_what_would_decide(
     from helpers import capitals_file, distracted
 
     lm, _ = scripted_lm(distracted)
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    monkeypatch.setattr(
+        sys.modules["netcast.cli.options"], "command_lm", lambda *args, **kwargs: lm
+    )
     dataset = capitals_file(tmp_path / "capitals.jsonl", 32)
     result = run(
         "compile", "--program", "basic", "--dataset", dataset, "--optimizer", "joint",

@@ -22,7 +22,9 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
         return {"answer": "Paris"}
 
     lm, engine = scripted_lm(respond)
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    monkeypatch.setattr(
+        sys.modules["netcast.cli.options"], "command_lm", lambda *args, **kwargs: lm
+    )
     dataset = capitals_file(tmp_path / "capitals.jsonl", 48)
     out = tmp_path / "art"
     result = run(
@@ -85,7 +87,9 @@ def test_a_race_prints_its_table_and_winner_and_show_reads_it_back(
 
 def test_race_arguments_are_refused_in_one_line_before_any_call(monkeypatch, scripted_lm, tmp_path):
     lm, engine = scripted_lm(lambda prompt: {"answer": "Paris"})
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", lambda *args, **kwargs: lm)
+    monkeypatch.setattr(
+        sys.modules["netcast.cli.options"], "command_lm", lambda *args, **kwargs: lm
+    )
     dataset = capitals_file(tmp_path / "capitals.jsonl", 48)
     base = ["compile", "--dataset", dataset, "--train-limit", "24", "--out", tmp_path / "a"]
     for extra, message in [

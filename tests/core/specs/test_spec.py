@@ -284,7 +284,7 @@ def test_the_command_line_runs_a_spec_and_prints_its_tables(scripted_lm, tmp_pat
         made.append((model, retries, constrained))
         return lm
 
-    monkeypatch.setattr(sys.modules["netcast.cli.app"], "_lm", fake_lm)
+    monkeypatch.setattr(sys.modules["netcast.cli.options"], "command_lm", fake_lm)
     dataset = capitals_file(tmp_path / "capitals.jsonl", 4)
     spec = bench_spec(tmp_path, dataset, 'decoding = "free"\n', model="embedded")
     runner = CliRunner()
