@@ -1,7 +1,8 @@
 """The workflows behind the command line, as functions the Python API calls too: evaluate a
 program on a dataset into a resumable run directory; compile a recipe (score on dev, compile on
 train, score again, save an artifact, load it back); recompile an artifact with another model
-(optionally re-tuning its knobs first); tune knobs with Optuna and export the picked trial.
+(its knobs re-tuned first by ``netcast.optimize.tune.retune_knobs`` when asked). Tuning knobs
+with Optuna is ``netcast.optimize.tune``.
 
 Every function takes the LM it runs with; it runs under ``dspy.context(lm=...)`` and never
 changes DSPy's global settings."""
@@ -10,19 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dspy
-import optuna
-from optuna.storages import RetryHeartbeatStaleTrialCallback
-from optuna.trial import TrialState
-from sqlalchemy.engine import make_url
 
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.data import load_dataset
@@ -33,12 +28,9 @@ from netcast.formats import Recipe, recipe_of
 from netcast.inputs import check_split_overlap
 from netcast.models import decoding_info, make_lm, model_name, token_counter
 from netcast.models.factory import check_questions, preflight
-from netcast.optimize import tune as tuning
-from netcast.optimize.compile import compile_program, demo_report, hold_out
-from netcast.optimize.joint import knob_grid
+from netcast.optimize.compile import demo_report
 from netcast.optimize.race import is_race
 from netcast.optimize.registry import Setup, entry_name, get_optimizer, optimizer_for
-from netcast.programs import get_program
 from netcast.session import (
     build_program,
     gold_by_title,
@@ -47,12 +39,16 @@ from netcast.session import (
     retriever_recipe,
 )
 
+UNJUDGED = (
+    "metric judge: {what} scores questions without an LLM judge (every one would score 0); "
+    "give f1 or em"
+)
 TEACHERS = ("model", "annotations")
 # the demonstration sources a search of them (the joint compile, the race) tries by default
 TEACHER_DEMOS = {"model": ["none", "bootstrap"], "annotations": ["none", "annotations"]}
 
 
-def _index_entry(index: str | Path | None) -> dict[str, str]:
+def index_entry(index: str | Path | None) -> dict[str, str]:
     """A recipe's saved index, recorded as an absolute path (recompiled from anywhere)."""
     return {"saved_index": str(Path(index).resolve())} if index else {}
 
@@ -274,7 +270,7 @@ def make_recipe(
     recipe = {
         "program": program,
         "knobs": knobs,
-        "retriever": {"kind": retriever, **_index_entry(index)},
+        "retriever": {"kind": retriever, **index_entry(index)},
         "dataset": {
             "name": dataset,
             "train_split": train_split,
@@ -303,7 +299,7 @@ def _check_judge(
     annotation teacher (which scores nothing)."""
     if metric == "judge" and searches:
         what = "the strategy race" if optimizer == "race" else f"--optimizer {optimizer}"
-        raise InputError(tuning.UNJUDGED.format(what=what))
+        raise InputError(UNJUDGED.format(what=what))
     if judge_model is not None and metric != "judge":
         raise InputError(f"--judge-model judges --metric judge only (the metric is {metric})")
     if judge_model is not None and teacher == "annotations":
@@ -492,7 +488,7 @@ def _save(
     full = {
         **data,
         "knobs": run.program.knobs.model_dump(),
-        "retriever": {**retriever_recipe(splits.retriever, splits.train), **_index_entry(index)},
+        "retriever": {**retriever_recipe(splits.retriever, splits.train), **index_entry(index)},
         "model": {
             **data["model"],
             "resolved": lm.model,
@@ -590,227 +586,3 @@ def recompile(
         train_threads=train_threads,
     )
     return result, old_scores
-
-
-def retune_knobs(
-    source: str | Path, lm: dspy.BaseLM, trials: int, select_on: str | None = None
-) -> dict[str, Any]:
-    """Re-tune ``source``'s knobs for ``lm`` (in-memory study, by the recipe's metric), scored
-    on the dev questions, or on held-out training questions when the recipe (or ``select_on``)
-    selects on ``train``."""
-    recipe = recipe_of(read_artifact(source)[0])
-    if recipe.metric == "judge":  # refused before any model call
-        raise InputError(
-            f"{source}: the recipe's metric is judge; --retune scores questions without an "
-            "LLM judge (every one would score 0): recompile without --retune"
-        )
-    splits = prepare_recipe(recipe, lm)
-    if (select_on or recipe.dataset.select_on) == "train":
-        trainset, devset = hold_out(splits.train.examples)
-    else:
-        trainset, devset = splits.train.examples, splits.dev.examples
-    study = tuning.open_study(f"retune-{Path(source).name}", None, [recipe.metric])
-    with dspy.context(lm=lm):
-        tuning.tune(
-            study,
-            trials,
-            program_name=recipe.program,
-            retriever=splits.retriever,
-            trainset=trainset,
-            devset=devset,
-            objectives=[recipe.metric],
-            lm=lm,
-        )
-    return tuning.pick(study, "best-quality").user_attrs["knobs"]
-
-
-_FAIL, _WAITING = (TrialState.FAIL,), (TrialState.WAITING,)
-
-
-@dataclass
-class TuneResult:
-    study: Any
-    name: str
-    storage: str
-    objectives: list[str]
-    chosen: Any
-    artifact: Path | None = None
-
-
-def run_tuning(
-    program: str,
-    dataset: str,
-    lm: dspy.BaseLM,
-    *,
-    trials: int = 6,
-    objectives: str = "f1,cost",
-    compile_each: bool = False,
-    optimizer: str = "bootstrap",
-    train_split: str = "train",
-    dev_split: str = "dev",
-    train_limit: int | None = 20,
-    dev_limit: int | None = 20,
-    retriever: str = "bm25",
-    storage: str | None = None,
-    study: str | None = None,
-    pick_rule: str = "knee",
-    out: str | Path | None = None,
-    seed: int = 0,
-    heartbeat: int = 30,
-    index: str | Path | None = None,
-) -> TuneResult:
-    """Tune ``program``'s knobs (a resumable, distributable Optuna study) and, with ``out``,
-    export the trial ``pick_rule`` chooses as an artifact (``export_trial``)."""
-    names = tuning.parse_objectives(objectives)
-    tuning.check_pick_rule(pick_rule, names)
-    recipe = make_recipe(  # what an exported trial's artifact records (its knobs: the trial's)
-        program=program,
-        knobs={},
-        dataset=dataset,
-        train_split=train_split,
-        dev_split=dev_split,
-        train_limit=train_limit,
-        dev_limit=dev_limit,
-        optimizer=optimizer if compile_each else "bootstrap",
-        select_on="train" if compile_each else "dev",
-        metric=names[0],
-        model=getattr(lm, "embedded_name", None) or lm.model,
-        retriever=retriever,
-        seed=seed,
-        index=index,
-    )
-    splits = prepare(
-        dataset,
-        lm,
-        train_split=train_split,
-        dev_split=dev_split,
-        train_limit=train_limit,
-        dev_limit=dev_limit,
-        index=index,
-        retriever=retriever,
-    )
-    storage = storage or "sqlite:///runs/tune.db"
-    if storage.startswith("sqlite:///") and not storage.endswith(":memory:"):
-        Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
-    # every knob setting once (a grid over the declared ranges), never the same one twice
-    grid = knob_grid(get_program(program), lm)
-    the_study = tuning.open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
-    meaning = {  # what the study's trials were scored on: a resumed study must match it
-        "program": program,
-        "model": lm.model,
-        "objectives": names,
-        "dev_split": dev_split,
-        "dev_limit": dev_limit,
-        # the questions themselves, not the dataset's path (workers name one file differently)
-        "questions": short_hash([[ex.id, ex.question] for ex in splits.dev.examples]),
-        "retriever": splits.retriever.kind,
-        "corpus_hash": splits.retriever.corpus.content_hash(),  # an index's, wherever it is
-        "compile_each": compile_each,
-        **(
-            {"optimizer": optimizer, "train_split": train_split, "train_limit": train_limit}
-            if compile_each
-            else {}
-        ),
-    }
-    tuning.check_resumed(the_study, meaning)
-    _tune(
-        the_study,
-        trials,
-        program_name=program,
-        retriever=splits.retriever,
-        trainset=splits.train.examples,
-        devset=splits.dev.examples,
-        objectives=names,
-        compile_each=compile_each,
-        optimizer=optimizer,
-        metric=names[0],
-        seed=seed,
-        lm=lm,
-    )
-    chosen = tuning.pick(the_study, pick_rule)
-    result = TuneResult(the_study, name, storage, names, chosen)
-    if out is not None:
-        result.artifact = export_trial(result, recipe, splits, lm, pick_rule, out, compile_each)
-    return result
-
-
-def _tune(study: optuna.Study, trials: int, **trial_args: Any) -> None:
-    """``tuning.tune`` under ``dspy.context(lm=...)`` (the trials' ``lm``). A trial that
-    raised (its questions failed: a server that died) is recorded FAIL by Optuna; it is
-    re-queued with the same knobs, as a killed worker's stale trial is, and the error is one
-    ``ModelCallError``."""
-    lm = trial_args["lm"]
-    failed_before = {t.number for t in study.get_trials(deepcopy=False, states=_FAIL)}
-    try:
-        with dspy.context(lm=lm):
-            tuning.tune(study, trials, **trial_args)
-    except Exception as err:
-        me = f"{socket.gethostname()}:{os.getpid()}"  # this worker's trials, not others'
-        failed = [
-            t
-            for t in study.get_trials(deepcopy=False, states=_FAIL)
-            if t.number not in failed_before and t.user_attrs.get("worker") == me
-        ]
-        if not failed:
-            raise
-        waiting = len(study.get_trials(deepcopy=False, states=_WAITING))
-        with warnings.catch_warnings():  # "experimental" in Optuna since 2.8
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            for trial in failed:
-                RetryHeartbeatStaleTrialCallback(max_retry=2)(study, trial)
-        requeued = len(study.get_trials(deepcopy=False, states=_WAITING)) > waiting
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ModelCallError(
-            f"study {study.study_name!r}: trial {failed[0].number} failed calling "
-            f"{endpoint(lm)} ({first}); "
-            + (
-                "it is recorded FAIL and re-queued with the same knobs: run the same command "
-                "again to resume"
-                if requeued
-                else "it is recorded FAIL (retried twice already: not re-queued)"
-            )
-        ) from err
-
-
-def export_trial(
-    result: TuneResult,
-    recipe: Recipe,
-    splits: Splits,
-    lm: Any,
-    pick_rule: str,
-    out: str | Path,
-    compiled: bool = False,
-) -> Path:
-    """The chosen trial of a study as an artifact: its program at the trial's knobs (compiled
-    as the trials were, with ``compiled``), and ``recipe`` with the knobs, the index, the model
-    and the study (its URL without the password: the recipe is shared with the artifact; give
-    the password again with --storage)."""
-    knobs = result.chosen.user_attrs["knobs"]
-    prog = build_program(recipe.program, splits.retriever, knobs, lm=lm)
-    if compiled:
-        with dspy.context(lm=lm):
-            prog = compile_program(
-                prog,
-                splits.train.examples,
-                optimizer=recipe.optimizer.name,
-                metric=recipe.metric,
-                seed=recipe.seed,
-                select_on="train",
-            )
-    index = recipe.retriever.saved_index
-    recipe = recipe.updated(
-        knobs=knobs,
-        retriever={**retriever_recipe(splits.retriever, splits.train), **_index_entry(index)},
-        model={**recipe.to_dict()["model"], "lm_kwargs": recorded_lm_kwargs(recipe, lm)},
-        compiled=compiled,
-        tuning={
-            "study": result.name,
-            "storage": make_url(result.storage).render_as_string(hide_password=True),
-            "trial": result.chosen.number,
-            "pick": pick_rule,
-            "objectives": result.objectives,
-        },
-    )
-    scores = {"before": None, "after": result.chosen.user_attrs.get("aggregate")}
-    return save_artifact(out, prog, recipe.to_dict(), scores)

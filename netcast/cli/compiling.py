@@ -310,7 +310,8 @@ def _recompile(
     ``--model`` name, its LM and how the recipe's teacher and judge models are built (with the
     command's endpoints and timeouts); its knobs re-tuned first with ``retune``. The result and
     the old and new scores."""
-    from netcast.optimize.workflow import recompile, retune_knobs
+    from netcast.optimize.tune import retune_knobs
+    from netcast.optimize.workflow import recompile
     from netcast.render import race_progress
 
     model, lm, make = models
@@ -416,7 +417,7 @@ def tune(
 ) -> None:
     """Tune a program's knobs with Optuna (quality vs cost); resumable; distributable."""
     from netcast.files import check_output_directory
-    from netcast.optimize.workflow import run_tuning
+    from netcast.optimize.tune import run_tuning
     from netcast.programs import get_program
     from netcast.retrievers.store import kind_for_index
 

@@ -188,7 +188,7 @@ def test_a_reply_without_a_verdict_validates_nothing(monkeypatch, bm25):
 def test_a_failed_tuning_trial_is_recorded_and_requeued_with_the_same_knobs(tmp_path):
     from optuna.trial import TrialState
 
-    from netcast.optimize.workflow import run_tuning
+    from netcast.optimize.tune import run_tuning
 
     state = {"up": False}
 

@@ -12,13 +12,8 @@ from helpers import ScriptedEngine, last_question
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.errors import InputError
 from netcast.optimize.compile import compile_program, make_optimizer
-from netcast.optimize.workflow import (
-    compile_recipe,
-    make_recipe,
-    recompile,
-    retune_knobs,
-    run_tuning,
-)
+from netcast.optimize.tune import retune_knobs, run_tuning
+from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 from netcast.programs import BasicRAG
 from netcast.session import load
 
