@@ -26,6 +26,8 @@ validation questions, ``n`` its fidelity.
   as the first run did, so it makes the same choices without calling the model again), and
   each chunk a line of the race's chunk log (``log_chunk``: the order arms were scored in,
   which the run directories alone do not keep).
+- ``pick_winner``: among the finalists the test cannot tell from the best (and within
+  ``margin`` of it), the cheapest; ``race_table``: every arm entered, as the recipe keeps it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from netcast.evaluation.stats import paired
 from netcast.files import short_hash
 from netcast.optimize.budget import CallBudget
 from netcast.optimize.joint import grid_points, knob_grid
+from netcast.optimize.settings import RaceSettings
 from netcast.programs import get_program
 
 CHUNK = 5  # questions scored between budget checks
@@ -334,3 +337,108 @@ def log_chunk(work: Path, arm: Arm, spent: int) -> None:
     entry = {"arm": arm.key, "wave": arm.wave, "n": len(arm.rows), "spent": spent}
     with path.open("a", encoding="utf-8") as handle:
         handle.write(("\n" if text and not text.endswith("\n") else "") + json.dumps(entry) + "\n")
+
+
+def pick_winner(
+    finalists: Sequence[Arm],
+    alpha: float,
+    drop_p: float,
+    n: int,
+    margin: float = RaceSettings.margin,
+) -> tuple[Arm, dict[str, Any]]:
+    """The best validation score; among the finalists it cannot be told from at ``alpha`` and
+    that trail it by at most ``margin``, the cheapest in tokens a question. The winner, and
+    the choice as the recipe records it (strategies by name, the ties as arms)."""
+    top = max(finalists, key=lambda a: (a.choice["score"], -a.choice["tokens"]))
+    tied = [
+        a
+        for a in finalists
+        if a is top
+        or (
+            top.choice["score"] - a.choice["score"] <= margin + 1e-9
+            and not paired(top.choice["scores"], a.choice["scores"], interval=False).beats(alpha)
+        )
+    ]
+    winner = min(tied, key=lambda a: (a.choice["tokens"], -a.choice["score"]))
+    test = paired(winner.choice["scores"], top.choice["scores"], interval=False)
+    return winner, {
+        "winner": winner.strategy,
+        "top": top.strategy,
+        "winner_arm": winner.name,
+        "top_arm": top.name,
+        "tied": sorted(a.name for a in tied),
+        "versus_top": {"n": test.n, "diff": round(test.diff, 4), "p": round(test.p, 4)},
+        "alpha": alpha,
+        "margin": margin,
+        "drop_p": drop_p,
+        "validation_questions": n,
+    }
+
+
+def arm_versus_defaults(
+    winner: Arm, defaults: Arm | None, metric: str, alpha: float
+) -> dict[str, Any] | None:
+    """The winner's test against its strategy's defaults on the questions both scored (None
+    where the winner is the defaults, or they were not scored): recorded, not a gate (the
+    choice is the race's, ``pick_winner``)."""
+    if defaults is None or defaults is winner or not defaults.rows:
+        return None
+    test = paired(winner.scores(metric), defaults.scores(metric), interval=False)
+    verdict = "beats them" if test.beats(alpha) else "not told apart"
+    return {
+        "best_trial": winner.name,
+        "default_trial": defaults.name,
+        "n": test.n,
+        "diff": round(test.diff, 4),
+        "p": round(test.p, 4),
+        "alpha": alpha,
+        "kept_defaults": False,
+        "verdict": verdict,
+        "knobs": winner.knobs,
+        "demos": winner.demos,
+        "score": round(winner.mean(metric, test.n), 4),
+        "default_score": round(defaults.mean(metric, test.n), 4),
+    }
+
+
+def reasons(arms: Sequence[Arm]) -> str:
+    return "; ".join(f"{a.name}: {a.state} ({a.reason})" for a in arms)
+
+
+def choice_of(arm: Arm, metric: str, n: int | None = None) -> dict[str, Any]:
+    """What a finalist is judged by: its first ``n`` questions' scores (the questions every
+    finalist scored), their mean, tokens a question."""
+    scores = arm.scores(metric, n)
+    return {
+        "scores": scores,
+        "score": arm.mean(metric, n),
+        "tokens": arm.tokens(),
+        "knobs": arm.knobs,
+        "demos": arm.demos,
+    }
+
+
+def race_table(arms: Sequence[Arm], metric: str, winner: Arm | None = None) -> list[dict]:
+    """Every arm entered: its strategy, wave, knobs, demonstrations, questions scored, score,
+    tokens and seconds a question, calls that reached the model, state and why it stopped
+    (``chosen``: the winner), its questions' scores."""
+    table = []
+    for a in arms:
+        agg = aggregate(a.rows) if a.rows else {}
+        table.append(
+            {
+                "program": a.strategy,
+                "stage": f"wave {a.wave}",
+                "knobs": a.knobs,
+                "demos": a.demos,
+                "n": len(a.rows),
+                "score": a.mean(metric) if a.rows else None,
+                "tokens": a.tokens() if a.rows else None,
+                "seconds": agg.get("seconds"),
+                "calls": a.calls(),
+                "state": a.state,
+                "reason": "chosen" if a is winner else a.reason,
+                "question_scores": a.scores(metric),
+            }
+        )
+    return table

@@ -13,12 +13,10 @@ is stopped early (pruned) when it trails the best complete trial on the question
 (Optuna's ``WilcoxonPruner``, one-sided at ``PRUNE_P / 2``: tested after every chunk), from the
 third chunk of questions on and while a whole chunk is left (a race, as F-race does): a median
 rule stops settings on a few dozen questions' noise, which the rule among ties below needs
-scored in full. Demonstrations
-are drawn from the first part of the training questions and every trial is scored on the rest
-(the validation fold), never on dev; the retriever is the one the program will search.
-
-When every demonstration source searched is ``none`` no demonstration is drawn, and every
-training question validates.
+scored in full. Demonstrations are drawn from the first part of the training questions and
+every trial is scored on the rest (the validation fold), never on dev; the retriever is the one
+the program will search. When every demonstration source searched is ``none`` no demonstration
+is drawn, and every training question validates.
 
 The best trial replaces the defaults only if it beats them on the validation fold's questions
 by a paired sign-flip test at ``alpha`` (0.1): on a few dozen questions settings a few F1 points
@@ -55,7 +53,6 @@ from netcast.optimize.annotations import AnnotationTeacher
 from netcast.optimize.budget import CallBudget
 from netcast.optimize.compile import compile_program, hold_out
 from netcast.optimize.settings import DEMO_SOURCES, AnnotationSettings, JointSettings
-from netcast.optimize.settings import TIES as TIES  # read here by netcast.specs.spec
 from netcast.programs import get_program
 from netcast.programs import knobs as knobs_mod
 from netcast.programs.shared.budget import budget_range

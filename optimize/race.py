@@ -59,14 +59,14 @@ import dspy
 from dspy.teleprompt import Teleprompter
 
 from netcast.errors import InputError
-from netcast.evaluation.evaluate import aggregate
-from netcast.evaluation.stats import paired
 from netcast.optimize.budget import CallBudget
 from netcast.optimize.compile import hold_out
 from netcast.optimize.halving import (
     Arm,
     Lane,
     Scorer,
+    arm_versus_defaults,
+    choice_of,
     drop_trailing,
     entrants,
     fewest,
@@ -74,6 +74,9 @@ from netcast.optimize.halving import (
     halve,
     ladder,
     lanes,
+    pick_winner,
+    race_table,
+    reasons,
     score_arm,
 )
 from netcast.optimize.joint import check_search, held_knobs, point_program
@@ -464,7 +467,7 @@ class _Race:
         others left are marked out of budget)."""
         left = [a for a in self.arms if a.state in ("running", "out of budget") and a.rows]
         if not left:
-            raise InputError("no arm finished the race: " + _reasons(self.arms))
+            raise InputError("no arm finished the race: " + reasons(self.arms))
         most = max(len(a.rows) for a in left)
         below = max((n for n in ladder(self.first, len(self.valset)) if n < most), default=most)
         finalists = [a for a in left if len(a.rows) >= below]
@@ -478,7 +481,7 @@ class _Race:
             else:
                 arm.state = "out of budget"
                 arm.reason = arm.reason or f"scored {len(arm.rows)} questions"
-            arm.choice = _choice(arm, self.tele.metric, shared)
+            arm.choice = choice_of(arm, self.tele.metric, shared)
         return finalists
 
     def finish(self, seconds: float) -> RaceResult:
@@ -489,7 +492,7 @@ class _Race:
         defaults = next(
             (a for a in self.arms if a.strategy == winner.strategy and a.order == 0), None
         )
-        if gate := _versus_defaults(winner, defaults, metric, s.alpha):
+        if gate := arm_versus_defaults(winner, defaults, metric, s.alpha):
             choice["versus_defaults"] = gate
         complete = not any(lane.open for lane in self.lanes.values()) and all(
             a.state != "out of budget" for a in self.arms
@@ -511,111 +514,6 @@ class _Race:
             self.held[winner.strategy],
             seconds,
         )
-
-
-def pick_winner(
-    finalists: Sequence[Arm],
-    alpha: float,
-    drop_p: float,
-    n: int,
-    margin: float = RaceSettings.margin,
-) -> tuple[Arm, dict[str, Any]]:
-    """The best validation score; among the finalists it cannot be told from at ``alpha`` and
-    that trail it by at most ``margin``, the cheapest in tokens a question. The winner, and
-    the choice as the recipe records it (strategies by name, the ties as arms)."""
-    top = max(finalists, key=lambda a: (a.choice["score"], -a.choice["tokens"]))
-    tied = [
-        a
-        for a in finalists
-        if a is top
-        or (
-            top.choice["score"] - a.choice["score"] <= margin + 1e-9
-            and not paired(top.choice["scores"], a.choice["scores"], interval=False).beats(alpha)
-        )
-    ]
-    winner = min(tied, key=lambda a: (a.choice["tokens"], -a.choice["score"]))
-    test = paired(winner.choice["scores"], top.choice["scores"], interval=False)
-    return winner, {
-        "winner": winner.strategy,
-        "top": top.strategy,
-        "winner_arm": winner.name,
-        "top_arm": top.name,
-        "tied": sorted(a.name for a in tied),
-        "versus_top": {"n": test.n, "diff": round(test.diff, 4), "p": round(test.p, 4)},
-        "alpha": alpha,
-        "margin": margin,
-        "drop_p": drop_p,
-        "validation_questions": n,
-    }
-
-
-def _versus_defaults(
-    winner: Arm, defaults: Arm | None, metric: str, alpha: float
-) -> dict[str, Any] | None:
-    """The winner's test against its strategy's defaults on the questions both scored (None
-    where the winner is the defaults, or they were not scored): recorded, not a gate (the
-    choice is the race's, ``pick_winner``)."""
-    if defaults is None or defaults is winner or not defaults.rows:
-        return None
-    test = paired(winner.scores(metric), defaults.scores(metric), interval=False)
-    verdict = "beats them" if test.beats(alpha) else "not told apart"
-    return {
-        "best_trial": winner.name,
-        "default_trial": defaults.name,
-        "n": test.n,
-        "diff": round(test.diff, 4),
-        "p": round(test.p, 4),
-        "alpha": alpha,
-        "kept_defaults": False,
-        "verdict": verdict,
-        "knobs": winner.knobs,
-        "demos": winner.demos,
-        "score": round(winner.mean(metric, test.n), 4),
-        "default_score": round(defaults.mean(metric, test.n), 4),
-    }
-
-
-def _reasons(arms: Sequence[Arm]) -> str:
-    return "; ".join(f"{a.name}: {a.state} ({a.reason})" for a in arms)
-
-
-def _choice(arm: Arm, metric: str, n: int | None = None) -> dict[str, Any]:
-    """What a finalist is judged by: its first ``n`` questions' scores (the questions every
-    finalist scored), their mean, tokens a question."""
-    scores = arm.scores(metric, n)
-    return {
-        "scores": scores,
-        "score": arm.mean(metric, n),
-        "tokens": arm.tokens(),
-        "knobs": arm.knobs,
-        "demos": arm.demos,
-    }
-
-
-def race_table(arms: Sequence[Arm], metric: str, winner: Arm | None = None) -> list[dict]:
-    """Every arm entered: its strategy, wave, knobs, demonstrations, questions scored, score,
-    tokens and seconds a question, calls that reached the model, state and why it stopped
-    (``chosen``: the winner), its questions' scores."""
-    table = []
-    for a in arms:
-        agg = aggregate(a.rows) if a.rows else {}
-        table.append(
-            {
-                "program": a.strategy,
-                "stage": f"wave {a.wave}",
-                "knobs": a.knobs,
-                "demos": a.demos,
-                "n": len(a.rows),
-                "score": a.mean(metric) if a.rows else None,
-                "tokens": a.tokens() if a.rows else None,
-                "seconds": agg.get("seconds"),
-                "calls": a.calls(),
-                "state": a.state,
-                "reason": "chosen" if a is winner else a.reason,
-                "question_scores": a.scores(metric),
-            }
-        )
-    return table
 
 
 def clear(workdir: str | Path) -> None:

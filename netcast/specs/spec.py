@@ -183,9 +183,9 @@ def _knobs(program: str, knobs: dict[str, Any]) -> None:
 
 def _check_compiled(where: str, entry: CompiledEntry, spec: SpecFile) -> None:
     from netcast.optimize.compile import METRICS, SELECT_ON
-    from netcast.optimize.joint import TIES
     from netcast.optimize.race import is_race
     from netcast.optimize.registry import optimizer_names
+    from netcast.optimize.settings import TIES
     from netcast.optimize.workflow import TEACHERS
 
     if (entry.program is None) == (entry.source is None):
@@ -274,7 +274,7 @@ def joint_settings(
     among ties (None: the optimizer's default), the demonstration sources (the grid's
     ``demos``) and the values tried for each other knob the grid names (checked when the
     compile starts)."""
-    from netcast.optimize.joint import TIES
+    from netcast.optimize.settings import TIES
 
     if ties is not None and ties not in TIES:
         raise InputError(f"unknown --ties {ties!r}; choose one of {', '.join(TIES)}")

@@ -14,6 +14,7 @@ import pytest
 from helpers import DOCS, WordCounter, capitals_file, last_question
 from netcast.corpus import Corpus, Document
 from netcast.data import load_dataset
+from netcast.optimize import halving
 from netcast.optimize import race as race_mod
 from netcast.optimize.budget import CallBudget
 from netcast.optimize.halving import CHUNK, Arm, Lane, fewest, first_rungs, halve, ladder
@@ -254,8 +255,8 @@ def test_a_cheaper_arm_ties_the_best_only_within_the_margin():
     for right, winner in ((13, "basic k=7"), (15, "basic k=1")):
         field = [basic_arm(7, 16, 20, tokens=900), basic_arm(1, right, 20, tokens=300, order=1)]
         for a in field:
-            a.choice = race_mod._choice(a, "f1")
-        chosen, choice = race_mod.pick_winner(field, 0.1, 0.05, 20, margin=0.05)
+            a.choice = halving.choice_of(a, "f1")
+        chosen, choice = halving.pick_winner(field, 0.1, 0.05, 20, margin=0.05)
         assert chosen.name == winner and choice["versus_top"]["p"] >= 0.1
         assert choice["margin"] == 0.05
 
@@ -278,7 +279,7 @@ def test_an_arm_a_rung_behind_is_judged_with_the_furthest_on_the_questions_both_
     finalists = race_mod._Race.finalists(race)
     assert finalists == [defaults, later] and latest.state == "out of budget"
     assert len(defaults.choice["scores"]) == 20 and defaults.choice["score"] == 0.25
-    winner, choice = race_mod.pick_winner(finalists, 0.1, 0.05, 60)
+    winner, choice = halving.pick_winner(finalists, 0.1, 0.05, 60)
     assert winner is later and choice["versus_top"]["n"] == 20
 
 
