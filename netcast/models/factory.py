@@ -339,17 +339,6 @@ def preflight(lm: Any) -> None:
 
     An endpoint that cannot be reached is not refused here: the run itself reports it after
     ``--max-errors`` failed questions (a server being started or restarted may come up)."""
-    import logging
-
-    from dspy.utils.exceptions import (
-        LMAuthError,
-        LMBillingError,
-        LMNotConfiguredError,
-        LMUnsupportedModelError,
-    )
-
-    from netcast.errors import ModelSetupError
-
     engine = getattr(lm, "engine", None)
     if isinstance(engine, ReplicaEngine):  # each replica as if it were alone
         for base in engine.bases:
@@ -364,48 +353,77 @@ def preflight(lm: Any) -> None:
     if not base and provider == "openai":
         base = os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
     where = f"{model} at {base}" if base else model
-    key = kwargs.get("api_key")
-    if not key:
-        import litellm
+    key = kwargs.get("api_key") or _key_in_environment(model, base, where)
+    if base and _checked_against_list(base, key, kwargs, where, model_id):
+        return
+    _tiny_call(lm, where)
 
-        try:
-            found = litellm.validate_environment(model=model, api_base=base)
-        except Exception:  # a provider litellm cannot describe: the call will tell
-            found = {}
-        missing = found.get("missing_keys") or []
-        if found and not found.get("keys_in_environment", True) and missing:
-            raise ModelSetupError(
-                f"{where}: no API key: set {' or '.join(missing)} (a local server that "
-                "checks no key takes any value, e.g. OPENAI_API_KEY=none)"
-            )
-        if provider == "openai":
-            key = os.environ.get("OPENAI_API_KEY")
-    if base:
-        import httpx
 
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        try:
-            wait = min(10.0, float(kwargs.get("timeout") or 10.0))  # a hung server: not long
-            reply = httpx.get(f"{base.rstrip('/')}/models", headers=headers, timeout=wait)
-        except httpx.HTTPError:
-            return  # unreachable now: the run reports it (see above)
-        if reply.status_code in (401, 403):
-            raise ModelSetupError(
-                f"{where}: the server refused the API key (HTTP {reply.status_code})"
-            )
-        served = None
-        if reply.status_code == 200:
-            try:
-                served = [str(m["id"]) for m in reply.json()["data"]]
-            except Exception:  # not OpenAI's list format: fall back to a tiny call
-                served = None
-        if served is not None:
-            if served and model_id not in served and f"{model_id}:latest" not in served:
-                raise ModelSetupError(
-                    f"{where}: unknown model {model_id!r}; the server serves "
-                    f"{', '.join(served[:20])}"
-                )
-            return
+def _key_in_environment(model: str, base: str | None, where: str) -> str | None:
+    """The API key the environment gives ``model`` (OpenAI's variable for an OpenAI-compatible
+    server); a key the provider needs and nobody gave is refused in one line."""
+    import litellm
+
+    from netcast.errors import ModelSetupError
+
+    try:
+        found = litellm.validate_environment(model=model, api_base=base)
+    except Exception:  # a provider litellm cannot describe: the call will tell
+        found = {}
+    missing = found.get("missing_keys") or []
+    if found and not found.get("keys_in_environment", True) and missing:
+        raise ModelSetupError(
+            f"{where}: no API key: set {' or '.join(missing)} (a local server that "
+            "checks no key takes any value, e.g. OPENAI_API_KEY=none)"
+        )
+    return os.environ.get("OPENAI_API_KEY") if model.startswith("openai/") else None
+
+
+def _checked_against_list(
+    base: str, key: str | None, kwargs: dict[str, Any], where: str, model_id: str
+) -> bool:
+    """Whether the server's model list settles the check: it lists the model (or cannot be
+    reached now: the run reports it); a refused key or a model it does not serve is refused.
+    False: no list in OpenAI's format, so a tiny call decides."""
+    import httpx
+
+    from netcast.errors import ModelSetupError
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        wait = min(10.0, float(kwargs.get("timeout") or 10.0))  # a hung server: not long
+        reply = httpx.get(f"{base.rstrip('/')}/models", headers=headers, timeout=wait)
+    except httpx.HTTPError:
+        return True  # unreachable now: the run reports it (see preflight)
+    if reply.status_code in (401, 403):
+        raise ModelSetupError(f"{where}: the server refused the API key (HTTP {reply.status_code})")
+    if reply.status_code != 200:
+        return False
+    try:
+        served = [str(m["id"]) for m in reply.json()["data"]]
+    except Exception:  # not OpenAI's list format: fall back to a tiny call
+        return False
+    if served and model_id not in served and f"{model_id}:latest" not in served:
+        raise ModelSetupError(
+            f"{where}: unknown model {model_id!r}; the server serves {', '.join(served[:20])}"
+        )
+    return True
+
+
+def _tiny_call(lm: Any, where: str) -> None:
+    """One output token, uncached: a rejected key, an unknown model or a refused request is
+    refused in one line; anything else (unreachable, rate-limited, timed out) the run tells."""
+    import logging
+
+    from dspy.utils.exceptions import (
+        LMAuthError,
+        LMBillingError,
+        LMNotConfiguredError,
+        LMUnsupportedModelError,
+    )
+
+    from netcast.errors import ModelSetupError
+
     refused = (LMAuthError, LMBillingError, LMNotConfiguredError, LMUnsupportedModelError)
     quiet = logging.getLogger("dspy.clients.lm")  # not the truncation warning of 1 token
     level = quiet.level
