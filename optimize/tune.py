@@ -413,27 +413,11 @@ def run_tuning(
     name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
     # every knob setting once (a grid over the declared ranges), never the same one twice
     grid = knob_grid(get_program(program), lm)
-    the_study = open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
-    meaning = {  # what the study's trials were scored on: a resumed study must match it
-        "program": program,
-        "model": lm.model,
-        "objectives": names,
-        "dev_split": dev_split,
-        "dev_limit": dev_limit,
-        # the questions themselves, not the dataset's path (workers name one file differently)
-        "questions": short_hash([[ex.id, ex.question] for ex in splits.dev.examples]),
-        "retriever": splits.retriever.kind,
-        "corpus_hash": splits.retriever.corpus.content_hash(),  # an index's, wherever it is
-        "compile_each": compile_each,
-        **(
-            {"optimizer": optimizer, "train_split": train_split, "train_limit": train_limit}
-            if compile_each
-            else {}
-        ),
-    }
-    check_resumed(the_study, meaning)
+    optuna_study = open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
+    meaning = _scored_on(recipe, splits, names, lm, compile_each)
+    check_resumed(optuna_study, meaning)
     _tune(
-        the_study,
+        optuna_study,
         trials,
         program_name=program,
         retriever=splits.retriever,
@@ -446,11 +430,39 @@ def run_tuning(
         seed=seed,
         lm=lm,
     )
-    chosen = pick(the_study, pick_rule)
-    result = TuneResult(the_study, name, storage, names, chosen)
+    chosen = pick(optuna_study, pick_rule)
+    result = TuneResult(optuna_study, name, storage, names, chosen)
     if out is not None:
         result.artifact = export_trial(result, recipe, splits, lm, pick_rule, out, compile_each)
     return result
+
+
+def _scored_on(
+    recipe: Recipe, splits: Splits, names: list[str], lm: Any, compile_each: bool
+) -> dict[str, Any]:
+    """What a study's trials were scored on: a resumed study must match it."""
+    data = recipe.dataset
+    return {
+        "program": recipe.program,
+        "model": lm.model,
+        "objectives": names,
+        "dev_split": data.dev_split,
+        "dev_limit": data.dev_limit,
+        # the questions themselves, not the dataset's path (workers name one file differently)
+        "questions": short_hash([[ex.id, ex.question] for ex in splits.dev.examples]),
+        "retriever": splits.retriever.kind,
+        "corpus_hash": splits.retriever.corpus.content_hash(),  # an index's, wherever it is
+        "compile_each": compile_each,
+        **(
+            {
+                "optimizer": recipe.optimizer.name,
+                "train_split": data.train_split,
+                "train_limit": data.train_limit,
+            }
+            if compile_each
+            else {}
+        ),
+    }
 
 
 def _tune(study: optuna.Study, trials: int, **trial_args: Any) -> None:

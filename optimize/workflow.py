@@ -152,6 +152,25 @@ class CompileResult:
     # per dev question (by id): F1 before and after, for the paired difference
     dev_f1: tuple[dict[str, float], dict[str, float]] | None = None
 
+    @classmethod
+    def of(cls, artifact: Path, run: Any, recipe: Recipe, reloaded: dict[str, Any] | None):
+        """A finished compile's result: its run (``_Run``) and the recipe it saved."""
+        joint = recipe.joint or {}
+        return cls(
+            artifact,
+            run.before,
+            run.after,
+            run.seconds,
+            reloaded,
+            demo_report(run.program),
+            joint.get("trials"),
+            run.program.knobs.model_dump(),
+            joint.get("versus_defaults"),
+            joint.get("untried", 0),
+            recipe.race,
+            run.dev_f1,
+        )
+
 
 def check_passages(index: str | Path | None, corpus: str | Path | None) -> None:
     """One source of the passages searched: a saved ``index`` or a ``corpus`` file, not both."""
@@ -401,21 +420,8 @@ def compile_recipe(
     ``threads``: questions run at once; ``train_threads``: the CPU threads a finetune trains
     on where its settings name none (None: every core)."""
     recipe, out = recipe_of(recipe), Path(out)
-    lm = lm or recipe_lm(recipe)
-    if teacher_lm is None and recipe.teacher_model:
-        teacher_lm = make_lm(recipe.teacher_model)
     optimizer = optimizer_for(recipe)
-    # again here, before the judge is built: a recipe read back (``--from``) did not pass
-    # through ``make_recipe``
-    _check_judge(
-        recipe.metric,
-        recipe.judge_model,
-        optimizer.searches,
-        recipe.optimizer.name,
-        recipe.teacher,
-    )
-    if judge_lm is None and recipe.judge_model:
-        judge_lm = make_lm(recipe.judge_model)
+    lm, teacher_lm, judge_lm = _recipe_models(recipe, optimizer, lm, teacher_lm, judge_lm)
     settings = optimizer.read(recipe.optimizer.settings)
     optimizer.check_model(lm, settings)  # e.g. no weights here to tune: before any model call
 
@@ -454,21 +460,22 @@ def compile_recipe(
     if setup.workspace is not None and optimizer.finished(run.tele):
         _remove(setup.workspace)
     reloaded = _reload(artifact, splits, lm, threads) if reload else None
-    joint = recipe.joint or {}
-    return CompileResult(
-        artifact,
-        run.before,
-        run.after,
-        run.seconds,
-        reloaded,
-        demo_report(run.program),
-        joint.get("trials"),
-        run.program.knobs.model_dump(),
-        joint.get("versus_defaults"),
-        joint.get("untried", 0),
-        recipe.race,
-        run.dev_f1,
+    return CompileResult.of(artifact, run, recipe, reloaded)
+
+
+def _recipe_models(recipe: Recipe, optimizer: Any, lm: Any, teacher_lm: Any, judge_lm: Any):
+    """The compile's model, teacher and judge: those given, else the ones the recipe names
+    (the judge's setting checked again first: a recipe read back, ``--from``, did not pass
+    through ``make_recipe``)."""
+    lm = lm or recipe_lm(recipe)
+    if teacher_lm is None and recipe.teacher_model:
+        teacher_lm = make_lm(recipe.teacher_model)
+    _check_judge(
+        recipe.metric, recipe.judge_model, optimizer.searches, recipe.optimizer.name, recipe.teacher
     )
+    if judge_lm is None and recipe.judge_model:
+        judge_lm = make_lm(recipe.judge_model)
+    return lm, teacher_lm, judge_lm
 
 
 def _save(
