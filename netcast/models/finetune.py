@@ -15,6 +15,7 @@ settings. Ctrl-C during training saves a checkpoint and stops (``TrainingInterru
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -386,14 +387,7 @@ def finetune(
     cfg = TrainSettings.of(train_kwargs)
     chats = check_examples(train_data, cfg)
     model_path = embedded.model_path(spec.name)
-    tokenizer = training.ChatTokenizer(model_path)
-    examples = [tokenizer.encode(chat) for chat in chats]
-    for index, example in enumerate(examples):
-        if len(example.ids) > cfg.max_tokens:
-            raise InputError(
-                f"finetune data: example {index}: {len(example.ids):,} tokens, more than "
-                f"max_tokens={cfg.max_tokens:,}; shorten its context or raise max_tokens"
-            )
+    examples = _encoded(chats, model_path, cfg.max_tokens)
     longest = max(len(e.ids) for e in examples)
     plan = check_resources(spec, model_path, cfg, longest)
     key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
@@ -410,9 +404,7 @@ def finetune(
     tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, TARGETS)
     if plan.checkpointed:
         training.checkpoint_activations(tuned)
-    if display is not None:
-        display.__enter__()
-    try:
+    with display if display is not None else contextlib.nullcontext():
         result = training.train(
             tuned,
             examples,
@@ -430,9 +422,6 @@ def finetune(
             on_step=display,
             notice=notice,
         )
-    finally:
-        if display is not None:
-            display.__exit__(None, None, None)
     record = lora.write_adapter(
         training.lora_weights(tuned),
         spec,
@@ -451,6 +440,22 @@ def finetune(
         },
     )
     return lora.tuned_model_id(spec, record.sha256)
+
+
+def _encoded(chats: list, model_path: Path, max_tokens: int) -> list:
+    """The chats as the model's tokens (``training.ChatTokenizer``); an example longer than
+    ``max_tokens`` is refused in one line naming it."""
+    from netcast.models import training
+
+    tokenizer = training.ChatTokenizer(model_path)
+    examples = [tokenizer.encode(chat) for chat in chats]
+    for index, example in enumerate(examples):
+        if len(example.ids) > max_tokens:
+            raise InputError(
+                f"finetune data: example {index}: {len(example.ids):,} tokens, more than "
+                f"max_tokens={max_tokens:,}; shorten its context or raise max_tokens"
+            )
+    return examples
 
 
 def attach(lm: dspy.LM) -> dspy.LM:

@@ -347,17 +347,9 @@ def train(
 
     stop = stop or threading.Event()
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
     plan = schedule(len(examples), epochs, batch_size, seed)
     total = len(plan)
-    warmup = max(1, round(total * warmup_ratio)) if warmup_ratio > 0 else 0
-
-    def factor(step: int) -> float:  # linear warm-up, then linear decay to zero
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    optimizer, scheduler = _optimizer(params, learning_rate, total, warmup_ratio)
     state = load_checkpoint(checkpoint, model, optimizer, scheduler, key)
     resumed_at = state.step if state else 0
     if state is None:
@@ -379,12 +371,7 @@ def train(
             torch.manual_seed(seed * 1_000_003 + step)  # dropout: the same on a resumed run
             optimizer.zero_grad(set_to_none=True)
             batch = plan[step]
-            total_loss = 0.0
-            for index in batch:
-                example = examples[index]
-                loss = reply_loss(model, example)
-                (loss / len(batch)).backward()
-                total_loss += float(loss.detach())
+            total_loss = _accumulate(model, [examples[i] for i in batch])
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             scheduler.step()
@@ -403,6 +390,33 @@ def train(
     return TrainResult(
         state.losses, state.seconds, resumed_at, max(state.peak_memory, peak_memory())
     )
+
+
+def _optimizer(params: list, learning_rate: float, total: int, warmup_ratio: float):
+    """AdamW over ``params`` and its schedule: a linear warm-up over ``warmup_ratio`` of the
+    ``total`` steps, then a linear decay to zero."""
+    import torch
+
+    optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
+    warmup = max(1, round(total * warmup_ratio)) if warmup_ratio > 0 else 0
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _accumulate(model, batch: Sequence[Encoded]) -> float:
+    """The batch's gradients accumulated (each example's reply loss over the batch's size);
+    returns the sum of the examples' losses."""
+    total_loss = 0.0
+    for example in batch:
+        loss = reply_loss(model, example)
+        (loss / len(batch)).backward()
+        total_loss += float(loss.detach())
+    return total_loss
 
 
 # The steps whose pace the time left is estimated from: those of the last hour. rich's default
