@@ -129,22 +129,12 @@ def run_bench(
         for name, program, artifact in entries:
             if progress:
                 print(f"{dataset} / {name}: {len(data.examples)} questions", flush=True)
-            run_info = {
-                "program": program.name,
-                "knobs": program.knobs.model_dump(),
-                **({"artifact": artifact_id(artifact)} if artifact else {}),
-                "dataset": dataset,
-                "split": split,
-                "model": lm.model,
-                **decoding_info(lm),
-                "retriever": retriever,
-            }
             with dspy.context(lm=lm):
                 results[(dataset, name)] = evaluate(
                     program,
                     data.examples,
                     run_dir=run_dir / folder / name,
-                    run_info=run_info,
+                    run_info=_run_info(program, artifact, dataset, split, lm, retriever),
                     threads=threads,
                     progress=progress,
                     max_errors=max_errors,
@@ -152,6 +142,20 @@ def run_bench(
     _stop_if_none_finished(results, lm)
     write_report(run_dir)
     return run_dir, results
+
+
+def _run_info(program, artifact, dataset: str, split: str, lm, retriever: str) -> dict:
+    """What a row's run directory records, so that it resumes only the same run."""
+    return {
+        "program": program.name,
+        "knobs": program.knobs.model_dump(),
+        **({"artifact": artifact_id(artifact)} if artifact else {}),
+        "dataset": dataset,
+        "split": split,
+        "model": lm.model,
+        **decoding_info(lm),
+        "retriever": retriever,
+    }
 
 
 def _entries(data, dataset, searcher, lm, programs, changed, compiled, references) -> list:
