@@ -511,7 +511,7 @@ def indexing_progress() -> Iterator[Callable[[str, int, int], None]]:
 
 
 def rerank_table(check: Any, data: str, retriever: str, lm=None, seed: int = 0) -> Table:
-    """``netcast rerank-check``'s measurement (``netcast.evaluation.rerank.RerankCheck``) as a
+    """``netcast rerank-check``'s measurement (``netcast.specs.rerank.RerankCheck``) as a
     table: per signal, recall@keep with its 95% interval per keep, and reranking seconds per
     question."""
     shown = ",".join(str(k) for k in check.keeps)

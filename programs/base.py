@@ -91,6 +91,12 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
         return knobs_mod.defaults(cls.Knobs)
 
     @classmethod
+    def stored_knobs(cls, knobs: dict[str, Any]) -> dict[str, Any]:
+        """A stored knob dict (a run directory's, a recipe's) with each alias read as its
+        knob's name (``top_k`` saved before basic's retrieval depth became ``k``)."""
+        return knobs_mod.renamed(cls.Knobs, knobs)
+
+    @classmethod
     def most_calls(cls, knobs: knobs_mod.Knobs) -> int | None:
         """The predictions (calls of its steps) one question makes at most with ``knobs``,
         where the knobs alone bound them (a finetune's examples per training question, known

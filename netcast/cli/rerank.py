@@ -1,5 +1,5 @@
 """``netcast rerank-check`` (registered by ``netcast.cli.app``): which rerank signal keeps the
-gold documents, measured on data with gold evidence (``netcast.evaluation.rerank``, callable
+gold documents, measured on data with gold evidence (``netcast.specs.rerank``, callable
 from Python) and rendered by ``netcast.render.rerank_table``: recall@keep of the gold documents
 at one or more keeps, with a 95% bootstrap interval, and seconds per question."""
 
@@ -44,11 +44,11 @@ def rerank_check(
 ) -> None:
     """Recall@keep of gold documents after reranking a retrieval pool with each signal."""
     from netcast.data import load_dataset
-    from netcast.evaluation.rerank import check_keeps, check_signals, rerank_check
     from netcast.models import token_counter
     from netcast.programs.shared.rerank import needs_model
     from netcast.retrievers.store import kind_for_index
     from netcast.session import open_retriever
+    from netcast.specs.rerank import check_keeps, check_signals, rerank_check
 
     retriever = kind_for_index(retriever, index)
     names = check_signals(signals.split(","))

@@ -163,7 +163,8 @@ def evaluate(
     defaults = defaults() if callable(defaults) else None
     if run_dir is not None and run_info is None:
         run_info = program_info(program)
-    log = RunLog(run_dir, run_info or {}, defaults) if run_dir is not None else None
+    read_knobs = getattr(program, "stored_knobs", None)
+    log = RunLog(run_dir, run_info or {}, defaults, read_knobs) if run_dir is not None else None
     done = log.rows if log is not None else {}
     by_id = {ex.id: ex for ex in examples}
     todo = [ex.id for ex in examples if ex.id not in done]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,18 @@ def newer_knobs_at_default(
     return {**info, "knobs": {k: v for k, v in new.items() if k not in added}}
 
 
-def _current_names(info: dict[str, Any]) -> dict[str, Any]:
-    """A saved ``run.json`` with its program's knobs under their current names (a knob saved
-    under an alias, e.g. basic's ``top_k`` before it was ``k``, is the same run)."""
-    from netcast.programs.registry import stored_knobs
-
-    program, knobs = info.get("program"), info.get("knobs")
-    if not isinstance(program, str) or not isinstance(knobs, dict):
-        return info
-    return {**info, "knobs": stored_knobs(program, knobs)}
+def _current_names(
+    stored: dict[str, Any], info: dict[str, Any], read_knobs: Callable[[dict], dict] | None
+) -> dict[str, Any]:
+    """A saved ``run.json`` of the same program with its knobs under their current names
+    (``read_knobs``: the program's ``stored_knobs``; a knob saved under an alias, e.g. basic's
+    ``top_k`` before it was ``k``, is the same run)."""
+    knobs = stored.get("knobs")
+    if read_knobs is None or stored.get("program") != info.get("program"):
+        return stored
+    if not isinstance(knobs, dict):
+        return stored
+    return {**stored, "knobs": read_knobs(knobs)}
 
 
 def read_rows(path: Path) -> tuple[list[dict[str, Any]], int]:
@@ -70,15 +74,19 @@ class RunLog:
         run_dir: str | Path,
         info: dict[str, Any],
         knob_defaults: dict[str, Any] | None = None,
+        read_knobs: Callable[[dict], dict] | None = None,
     ):
         """``knob_defaults``: the program's knob defaults, so a run saved before a knob was
-        added (at a default that keeps the program as it ran) still resumes."""
+        added (at a default that keeps the program as it ran) still resumes; ``read_knobs``:
+        the program's reading of a stored knob dict (its aliases), so one saved under an old
+        name does too."""
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         meta_path = self.dir / "run.json"
         if meta_path.exists():
-            stored = _current_names(read_json(meta_path, dict, "run's settings"))
+            saved = read_json(meta_path, dict, "run's settings")
+            stored = _current_names(saved, info, read_knobs)
             # a run saved before runs recorded these still resumes under the same settings; one
             # that recorded nothing (evaluate() without run_info, before it had a default) too
             info = {k: v for k, v in info.items() if k in stored or k not in RECORDED_SINCE}

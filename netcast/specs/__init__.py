@@ -25,5 +25,6 @@ committed specs). A bad spec is one line naming the file and the field.
 The modules: ``model`` (what a spec is), ``spec`` (reading and checking one, running it),
 ``bench`` (``netcast bench``: programs on the same questions), ``reference`` (the gold-passage and
 closed-book rows), ``report`` (bench reports from saved rows), ``tables`` (a spec's tables),
-``docs`` (the docs' result tables, generated from the specs) and ``papers`` (the papers'
+``docs`` (the docs' result tables, generated from the specs), ``rerank`` (``netcast
+rerank-check``: which rerank signal keeps the gold documents) and ``papers`` (the papers'
 ablation tables, a file a paper)."""

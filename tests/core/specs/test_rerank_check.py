@@ -5,8 +5,8 @@ import pytest
 from netcast.data import load_dataset
 from netcast.errors import InputError
 from netcast.evaluation.metrics import retrieval_prf
-from netcast.evaluation.rerank import rerank_check
 from netcast.session import open_retriever
+from netcast.specs.rerank import rerank_check
 
 
 @pytest.fixture(scope="module")

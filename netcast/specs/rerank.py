@@ -8,7 +8,7 @@ signal scores a question's pool once; a fusion reuses those scores and is charge
 The first question's pool is scored once untimed first, so loading the encoder or the model is
 not charged to a signal (and a model that cannot score a signal stops there, before the run).
 
-    from netcast.evaluation.rerank import rerank_check
+    from netcast.specs.rerank import rerank_check
     check = rerank_check(examples, retriever, ["retriever", "dense"], pool=15, keeps=[3], lm=lm)
     check.mean_recall("dense", 3), check.interval("dense", 3), check.seconds_per_question("dense")
 """
