@@ -4,7 +4,7 @@ strategy race (``--program a,b`` or ``auto``), with its settings type, the telep
 builds, its student, the checks made before any model call, and what it adds to the recipe.
 
 A compile (``optimize.workflow.compile_recipe``) looks its optimizer up here and runs it the
-same way whichever it is; a new optimizer is one ``register(Optimizer(...))``."""
+same way whichever it is; a new optimizer is one ``Optimizer`` subclass, registered."""
 
 from __future__ import annotations
 
@@ -57,43 +57,53 @@ class Setup:
     judge_lm: Any = None  # --metric judge's judge (None: the compiled model)
 
 
-def _one_program(recipe: Recipe, retriever: Any, lm: Any) -> Any:
-    return build_program(recipe.program, retriever, recipe.knobs, lm=lm)
-
-
-def _no_check(settings: Any, recipe: Recipe, trainset: Sequence) -> None:
-    return None
-
-
-@dataclass(frozen=True)
 class Optimizer:
-    """One optimizer of the registry.
+    """One optimizer of the registry; a subclass says what its own optimizer does differently.
 
     ``read`` turns a recipe's ``optimizer.settings`` into the settings object (``to_dict``
     writes it back); ``build(settings, setup)`` makes the teleprompter; ``student(recipe,
     retriever, lm)`` the program (or candidates) it compiles; ``check(settings, recipe,
     trainset)`` refuses bad input before any model call; ``record(recipe, teleprompter)`` is
     what the recipe gains after the compile; ``workspace(out, key)``, where its unfinished
-    work waits beside the artifact ``out`` until ``finished(teleprompter)``. ``named``: a
-    ``--optimizer`` choice (the others are chosen by ``--teacher`` or ``--program``);
-    ``searches``: it searches knobs and demonstration sources (the joint compile, the race:
-    ``--budget``, ``--grid`` and ``--ties`` configure it, and its sources default to the ones
-    ``--teacher`` names). ``check_model(lm, settings)`` refuses a model it cannot run with
-    (or this machine cannot run it with), before any model call; ``files(teleprompter)``, the
-    files the artifact holds beside the program (by their name there)."""
+    work waits beside the artifact ``out`` until ``finished(teleprompter)`` (None: it leaves
+    none). ``named``: a ``--optimizer`` choice (the others are chosen by ``--teacher`` or
+    ``--program``); ``searches``: it searches knobs and demonstration sources (the joint
+    compile, the race: ``--budget``, ``--grid`` and ``--ties`` configure it, and its sources
+    default to the ones ``--teacher`` names). ``check_model(lm, settings)`` refuses a model
+    it cannot run with (or this machine cannot run it with), before any model call;
+    ``files(teleprompter)``, the files the artifact holds beside the program (by their name
+    there)."""
 
-    name: str
-    read: Callable[[Mapping[str, Any]], Any]
-    build: Callable[[Any, Setup], Teleprompter]
+    name: str = ""
     named: bool = True
     searches: bool = False
-    student: Callable[[Recipe, Any, Any], Any] = _one_program
-    check: Callable[[Any, Recipe, Sequence], None] = _no_check
-    record: Callable[[Recipe, Any], dict[str, Any]] = lambda recipe, tele: {}
-    workspace: Callable[[Path, str], Path] | None = None
-    finished: Callable[[Any], bool] = lambda tele: True
-    check_model: Callable[[Any, Any], None] = lambda lm, settings: None
-    files: Callable[[Any], dict[str, Path]] = lambda tele: {}
+
+    def read(self, values: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def build(self, settings: Any, setup: Setup) -> Teleprompter:
+        raise NotImplementedError
+
+    def student(self, recipe: Recipe, retriever: Any, lm: Any) -> Any:
+        return build_program(recipe.program, retriever, recipe.knobs, lm=lm)
+
+    def check(self, settings: Any, recipe: Recipe, trainset: Sequence) -> None:
+        return None
+
+    def record(self, recipe: Recipe, tele: Any) -> dict[str, Any]:
+        return {}
+
+    def workspace(self, out: Path, key: str) -> Path | None:
+        return None
+
+    def finished(self, tele: Any) -> bool:
+        return True
+
+    def check_model(self, lm: Any, settings: Any) -> None:
+        return None
+
+    def files(self, tele: Any) -> dict[str, Path]:
+        return {}
 
 
 REGISTRY: dict[str, Optimizer] = {}
@@ -132,15 +142,19 @@ def entry_name(optimizer: str, teacher: str) -> str:
     return optimizer
 
 
-# --- DSPy's optimizers --------------------------------------------------------------------------
+class DSPyOptimizerEntry(Optimizer):
+    """DSPy's optimizer ``name`` (``optimize.compile.DSPY``): its keyword arguments, defaults
+    filled in, and DSPy's own teleprompter (``DSPyCompile``)."""
 
+    def __init__(self, name: str):
+        self.name = name
 
-def dspy_optimizer(name: str) -> Optimizer:
-    """DSPy's optimizer ``name`` (``optimize.compile.DSPY``) as a registry entry."""
+    def read(self, values: Mapping[str, Any]) -> Any:
+        return dspy_settings(self.name, values)
 
-    def build(settings: Any, setup: Setup) -> Teleprompter:
+    def build(self, settings: Any, setup: Setup) -> Teleprompter:
         return DSPyCompile(
-            name,
+            self.name,
             settings,
             metric=setup.metric,
             teacher_lm=setup.teacher_lm,
@@ -150,49 +164,22 @@ def dspy_optimizer(name: str) -> Optimizer:
             judge_lm=setup.judge_lm,
         )
 
-    def check(settings: Any, recipe: Recipe, trainset: Sequence) -> None:
-        selection_sets(name, trainset, None, recipe.dataset.select_on)
-
-    return Optimizer(name, lambda values: dspy_settings(name, values), build, check=check)
+    def check(self, settings: Any, recipe: Recipe, trainset: Sequence) -> None:
+        selection_sets(self.name, trainset, None, recipe.dataset.select_on)
 
 
-for _name in DSPY:
-    register(dspy_optimizer(_name))
+class Annotations(Optimizer):
+    """The annotation teacher (``--teacher annotations``): demonstrations from the data's own
+    annotations, no model call. The recipe's settings are the bootstrap's (its --optimizer);
+    the teacher takes none."""
 
+    name, named = "annotations", False
 
-# --- the annotation teacher ---------------------------------------------------------------------
+    def read(self, values: Mapping[str, Any]) -> AnnotationSettings:
+        return AnnotationSettings()
 
-register(
-    Optimizer(
-        "annotations",
-        # the recipe's settings are the bootstrap's (its --optimizer); the teacher takes none
-        read=lambda values: AnnotationSettings(),
-        build=lambda settings, setup: AnnotationTeacher(settings, seed=setup.seed),
-        named=False,
-    )
-)
-
-
-# --- the joint compile --------------------------------------------------------------------------
-
-
-def _joint(settings: JointSettings, setup: Setup) -> JointCompile:
-    # finished trials are kept in ``setup.workspace`` until the artifact is written with
-    # every grid point tried: a killed compile, or one its budget stopped, rerun with the
-    # same recipe (any budget, any rule among ties) goes on where it stopped
-    study = None
-    if setup.workspace is not None:
-        setup.workspace.parent.mkdir(parents=True, exist_ok=True)
-        study = joint_study(f"sqlite:///{setup.workspace}", f"joint-{setup.key}")
-    return JointCompile(
-        settings,
-        lm=setup.lm,
-        metric=setup.metric,
-        teacher_lm=setup.teacher_lm,
-        seed=setup.seed,
-        study=study,
-        progress=setup.progress,
-    )
+    def build(self, settings: AnnotationSettings, setup: Setup) -> AnnotationTeacher:
+        return AnnotationTeacher(settings, seed=setup.seed)
 
 
 def _check_fold(what: str, settings: JointSettings, trainset: Sequence) -> None:
@@ -207,99 +194,130 @@ def _check_fold(what: str, settings: JointSettings, trainset: Sequence) -> None:
     check_validation_fold(what, fold, len(trainset), settings.alpha)
 
 
-def _check_joint(settings: JointSettings, recipe: Recipe, trainset: Sequence) -> None:
-    settings.check()
-    check_search(recipe.program, recipe.knobs, dict(settings.grid), settings.demos)
-    _check_fold("joint compile", settings, trainset)
+class Joint(Optimizer):
+    """The joint compile: knobs and demonstration sources searched together. Its finished
+    trials wait in a workspace (an Optuna SQLite file beside the artifact) until every grid
+    point was tried: a killed compile, or one its budget stopped, rerun with the same recipe
+    (any budget, any rule among ties) goes on where it stopped."""
+
+    name, searches = "joint", True
+
+    def read(self, values: Mapping[str, Any]) -> JointSettings:
+        return JointSettings.read(values)
+
+    def build(self, settings: JointSettings, setup: Setup) -> JointCompile:
+        study = None
+        if setup.workspace is not None:
+            setup.workspace.parent.mkdir(parents=True, exist_ok=True)
+            study = joint_study(f"sqlite:///{setup.workspace}", f"joint-{setup.key}")
+        return JointCompile(
+            settings,
+            lm=setup.lm,
+            metric=setup.metric,
+            teacher_lm=setup.teacher_lm,
+            seed=setup.seed,
+            study=study,
+            progress=setup.progress,
+        )
+
+    def check(self, settings: JointSettings, recipe: Recipe, trainset: Sequence) -> None:
+        settings.check()
+        check_search(recipe.program, recipe.knobs, dict(settings.grid), settings.demos)
+        _check_fold("joint compile", settings, trainset)
+
+    def record(self, recipe: Recipe, tele: JointCompile) -> dict[str, Any]:
+        joint = tele.result
+        entry = {"fixed": recipe.knobs, "chosen_demos": joint.demos}
+        entry |= {"versus_defaults": joint.versus_defaults, "untried": joint.untried}
+        return {"joint": {**entry, "trials": joint.trials}}
+
+    def workspace(self, out: Path, key: str) -> Path:
+        return out.parent / f".{out.name}.joint-trials.db"
+
+    def finished(self, tele: JointCompile) -> bool:
+        return not tele.result.untried
 
 
-def _record_joint(recipe: Recipe, tele: JointCompile) -> dict[str, Any]:
-    joint = tele.result
-    entry = {"fixed": recipe.knobs, "chosen_demos": joint.demos}
-    entry |= {"versus_defaults": joint.versus_defaults, "untried": joint.untried}
-    return {"joint": {**entry, "trials": joint.trials}}
+class Race(Optimizer):
+    """The strategy race (``--program a,b`` or ``auto``): its candidates are every strategy
+    named; the recipe it leaves is the winner's (its program and the knobs it held), with the
+    race. Its arms' rows wait in a workspace beside the artifact until the race is complete."""
+
+    name, named, searches = "race", False, True
+
+    def read(self, values: Mapping[str, Any]) -> RaceSettings:
+        return RaceSettings.read(values)
+
+    def build(self, settings: RaceSettings, setup: Setup) -> StrategyRace:
+        return StrategyRace(
+            settings,
+            lm=setup.lm,
+            metric=setup.metric,
+            teacher_lm=setup.teacher_lm,
+            seed=setup.seed,
+            workdir=setup.workspace,
+            report=setup.report,
+        )
+
+    def student(self, recipe: Recipe, retriever: Any, lm: Any) -> Any:
+        return candidates(recipe.program, retriever, recipe.knobs, lm)
+
+    def check(self, settings: RaceSettings, recipe: Recipe, trainset: Sequence) -> None:
+        if settings.grid:
+            raise InputError("--grid names one program's values; a race searches each one's grid")
+        settings.check()
+        programs = race_programs(recipe.program)
+        check_race(
+            programs, recipe.knobs, settings.demos, settings.budget, settings.first, settings.drop_p
+        )
+        _check_fold("strategy race", settings, trainset)
+
+    def record(self, recipe: Recipe, tele: StrategyRace) -> dict[str, Any]:
+        raced = tele.result
+        race = {"programs": recipe.program, "fixed": recipe.knobs, "choice": raced.choice}
+        race |= {"spent": raced.spent, "budget": raced.budget, "seconds": round(raced.seconds, 1)}
+        return {
+            "program": raced.program_name,
+            "race": {**race, "table": raced.table},
+            "knobs": raced.held,
+        }
+
+    def workspace(self, out: Path, key: str) -> Path:
+        return out.parent / f".{out.name}.race-{key}"
+
+    def finished(self, tele: StrategyRace) -> bool:
+        return tele.result.complete
 
 
-register(
-    Optimizer(
-        "joint",
-        read=JointSettings.read,
-        build=_joint,
-        check=_check_joint,
-        record=_record_joint,
-        searches=True,
-        workspace=lambda out, key: out.parent / f".{out.name}.joint-trials.db",
-        finished=lambda tele: not tele.result.untried,
-    )
-)
+class WeightTuning(Optimizer):
+    """Tuning the model's weights (a LoRA adapter the artifact holds): refused before any
+    model call for a model this machine cannot train; the recipe records what was trained."""
+
+    def check(self, settings: Any, recipe: Recipe, trainset: Sequence) -> None:
+        finetune.check(settings, recipe, trainset)
+
+    def record(self, recipe: Recipe, tele: Any) -> dict[str, Any]:
+        return finetune.record(recipe, tele)
+
+    def check_model(self, lm: Any, settings: Any) -> None:
+        finetune.check_model(lm, settings)
+
+    def files(self, tele: Any) -> dict[str, Path]:
+        return finetune.adapter_files(tele)
 
 
-# --- the strategy race --------------------------------------------------------------------------
+class Finetune(WeightTuning):
+    """DSPy's BootstrapFinetune (``finetune``: the model tuned on its passing traces) or
+    BetterTogether (``better-together``: prompts, then weights, then prompts)."""
 
+    def __init__(self, better_together: bool):
+        self.better_together = better_together
+        self.name = "better-together" if better_together else "finetune"
 
-def _race(settings: RaceSettings, setup: Setup) -> StrategyRace:
-    return StrategyRace(
-        settings,
-        lm=setup.lm,
-        metric=setup.metric,
-        teacher_lm=setup.teacher_lm,
-        seed=setup.seed,
-        workdir=setup.workspace,
-        report=setup.report,
-    )
+    def read(self, values: Mapping[str, Any]) -> finetune.FinetuneSettings:
+        return finetune.read_entry(values, self.better_together)
 
-
-def _check_race(settings: RaceSettings, recipe: Recipe, trainset: Sequence) -> None:
-    if settings.grid:
-        raise InputError("--grid names one program's values; a race searches each one's grid")
-    settings.check()
-    programs = race_programs(recipe.program)
-    check_race(
-        programs,
-        recipe.knobs,
-        settings.demos,
-        settings.budget,
-        settings.first,
-        settings.drop_p,
-    )
-    _check_fold("strategy race", settings, trainset)
-
-
-def _record_race(recipe: Recipe, tele: StrategyRace) -> dict[str, Any]:
-    """The recipe of the winner (its program and the knobs it held), with the race."""
-    raced = tele.result
-    race = {"programs": recipe.program, "fixed": recipe.knobs, "choice": raced.choice}
-    race |= {"spent": raced.spent, "budget": raced.budget, "seconds": round(raced.seconds, 1)}
-    return {
-        "program": raced.program_name,
-        "race": {**race, "table": raced.table},
-        "knobs": raced.held,
-    }
-
-
-register(
-    Optimizer(
-        "race",
-        read=RaceSettings.read,
-        build=_race,
-        named=False,
-        student=lambda recipe, retriever, lm: candidates(
-            recipe.program, retriever, recipe.knobs, lm
-        ),
-        check=_check_race,
-        record=_record_race,
-        searches=True,
-        workspace=lambda out, key: out.parent / f".{out.name}.race-{key}",
-        finished=lambda tele: tele.result.complete,
-    )
-)
-
-
-# --- tuning the model's weights: DSPy's BootstrapFinetune and BetterTogether --------------------
-
-
-def _tuner(better_together: bool) -> Optimizer:
-    def build(settings: finetune.FinetuneSettings, setup: Setup) -> finetune.FinetuneCompile:
+    def build(self, settings: finetune.FinetuneSettings, setup: Setup) -> Teleprompter:
         return finetune.FinetuneCompile(
             settings,
             metric=make_metric(setup.metric, setup.judge_lm),
@@ -311,31 +329,24 @@ def _tuner(better_together: bool) -> Optimizer:
             progress=setup.progress,
         )
 
-    return Optimizer(
-        "better-together" if better_together else "finetune",
-        read=lambda values: finetune.read_entry(values, better_together),
-        build=build,
-        check=finetune.check,
-        record=finetune.record,
-        check_model=finetune.check_model,
-        files=finetune.adapter_files,
-    )
 
+class AnnotationFinetune(WeightTuning):
+    """``--optimizer finetune --teacher annotations``: the model tuned on examples built from
+    the data's annotations (no model call to make them)."""
 
-register(_tuner(better_together=False))
-register(_tuner(better_together=True))
+    name, named = "finetune-annotations", False
 
-register(
-    Optimizer(
-        "finetune-annotations",
-        read=finetune.AnnotationFinetuneSettings.read,
-        build=lambda settings, setup: finetune.AnnotationFinetune(
+    def read(self, values: Mapping[str, Any]) -> finetune.AnnotationFinetuneSettings:
+        return finetune.AnnotationFinetuneSettings.read(values)
+
+    def build(self, settings: Any, setup: Setup) -> Teleprompter:
+        return finetune.AnnotationFinetune(
             settings, seed=setup.seed, train_threads=setup.train_threads, progress=setup.progress
-        ),
-        named=False,
-        check=finetune.check,
-        record=finetune.record,
-        check_model=finetune.check_model,
-        files=finetune.adapter_files,
-    )
-)
+        )
+
+
+for _name in DSPY:
+    register(DSPyOptimizerEntry(_name))
+for _optimizer in (Annotations(), Joint(), Race(), Finetune(False), Finetune(True)):
+    register(_optimizer)
+register(AnnotationFinetune())

@@ -442,7 +442,7 @@ def compile_recipe(
         recipe.seed,
         threads,
         recipe.dataset.select_on,
-        optimizer.workspace(out, key) if optimizer.workspace else None,
+        optimizer.workspace(out, key),
         key,
         progress,
         report,

@@ -16,8 +16,8 @@ from netcast.optimize.budget import CallBudget
 from netcast.optimize.compile import DSPY, DSPyOptimizer
 from netcast.optimize.registry import (
     REGISTRY,
+    DSPyOptimizerEntry,
     Setup,
-    dspy_optimizer,
     optimizer_for,
     optimizer_names,
 )
@@ -109,7 +109,7 @@ def test_a_dspy_optimizer_is_one_entry(scripted_lm, tmp_path, monkeypatch):
     """DSPy's LabeledFewShot added as one entry: compiled, saved and recorded like the rest."""
     labeled = DSPyOptimizer(lambda metric, teacher, seed, threads, **kw: dspy.LabeledFewShot(**kw))
     monkeypatch.setitem(DSPY, "labeled", DSPyOptimizer(labeled.make, {"k": 2}))
-    monkeypatch.setitem(REGISTRY, "labeled", dspy_optimizer("labeled"))
+    monkeypatch.setitem(REGISTRY, "labeled", DSPyOptimizerEntry("labeled"))
     lm, _ = scripted_lm(distracted)
     recipe = make_recipe(
         program="basic",
