@@ -452,9 +452,16 @@ def settings_from_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     read as JSON where they parse. An unknown name is refused when the recipe is made."""
     from netcast.programs.knobs import parse_pairs
 
+    return settings_from(parse_pairs(list(pairs)))
+
+
+def settings_from(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat finetune settings (a spec's ``finetune_set``, ``--finetune-set``'s pairs) as a
+    recipe holds them: a training setting (``TrainSettings``) under ``train``, the others at
+    the top. An unknown name is refused when the recipe is made."""
     train = {f.name for f in dataclasses.fields(provider.TrainSettings)}
     settings: dict[str, Any] = {}
-    for key, value in parse_pairs(list(pairs)).items():
+    for key, value in values.items():
         if key in train:
             settings.setdefault("train", {})[key] = value
         else:

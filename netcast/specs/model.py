@@ -46,6 +46,7 @@ class CompiledEntry(_Strict):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     ties: str = JointSettings.ties  # the joint compile's own default
     budget: PositiveInt | None = None
+    finetune_set: dict[str, Any] = Field(default_factory=dict)  # as --finetune-set's pairs
 
     @property
     def name(self) -> str:

@@ -209,6 +209,11 @@ def _check_compiled(where: str, entry: CompiledEntry, spec: SpecFile) -> None:
         _check(f"{where}: field 'set'", lambda: _knobs(program, entry.knobs))
     if entry.grid and entry.optimizer != "joint" and not is_race(program):
         raise _Bad(f"{where}: field 'grid'", "a grid is searched by optimizer = 'joint' only")
+    if entry.finetune_set and entry.optimizer not in ("finetune", "better-together"):
+        raise _Bad(
+            f"{where}: field 'finetune_set'",
+            "configures optimizer = 'finetune' or 'better-together' only",
+        )
 
 
 def _check_ablation(spec: SpecFile) -> dict[str, Any]:
@@ -292,6 +297,7 @@ def compile_entry(
 ) -> Path | None:
     """Compile ``entry``'s artifact with its options unless it exists (a committed artifact is
     reused as it is); the path compiled, or None."""
+    from netcast.optimize.finetune import settings_from
     from netcast.optimize.race import is_race
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 
@@ -314,7 +320,7 @@ def compile_entry(
         optimizer=entry.optimizer,
         optimizer_settings=joint_settings(entry.budget, entry.grid, entry.ties)
         if searched
-        else None,
+        else settings_from(entry.finetune_set),
         metric=entry.metric,
         model=model,
         teacher_model=entry.teacher_model,

@@ -205,6 +205,18 @@ class OneShot(NetcastProgram):
         ]
         return demos
 
+    def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """``answer`` with the record's gold answer and the context the budget fills from the
+        same pool with every gold passage left out (RAFT's examples without the golden
+        document): the other candidates fill the knapsack in their place."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        pool, _ = self.candidates(example.question, self.budget())
+        others = [c for c in pool if not annotations.is_gold(c.chunk.id, gold)]
+        chosen = self.selection(others, self.budget())
+        context = [format_passage(c.chunk.title, c.text) for c in chosen]
+        demo = dspy.Example(context=context, question=example.question, answer=example.answer)
+        return {"answer": [demo.with_inputs("context", "question")]}
+
     def filter_pool(
         self,
         question: str,

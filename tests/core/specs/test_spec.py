@@ -51,6 +51,11 @@ def write(path, text):
             "[[compiled]] #1: field 'grid'",
             "optimizer = 'joint' only",
         ),
+        (
+            '[[compiled]]\nartifact = "a"\nprogram = "basic"\nfinetune_set = { epochs = 2 }\n',
+            "[[compiled]] #1: field 'finetune_set'",
+            "optimizer = 'finetune' or 'better-together' only",
+        ),
         ('[[compiled]]\nartifact = "a"\n', "[[compiled]] #1", "exactly one of 'program'"),
         ('model = "openai/m"\nn_ctx = 8192\n', "field 'n_ctx'", "an embedded model's window"),
         ('model = "openai/m"\ndecoding = "free"\n', "field 'decoding'", "the model openai/m"),
@@ -348,3 +353,25 @@ def test_a_joint_compile_is_reported_with_its_trials_from_the_recipe(tmp_path):
     assert "| 1 | links 1 | none | 0.400 | 60 | 910 | 60 | complete |" in part
     assert "| 2 | links 2 | none | - | - | - | 0 | interrupted |" in part  # a killed trial
     assert "trial 1 vs the defaults' trial 0 on 60 validation questions: +0.150" in part
+
+
+def test_a_compiled_entrys_finetune_set_reaches_the_recipe_as_compile_finetune_set_does(
+    tmp_path, monkeypatch
+):
+    """finetune_set in a spec is --finetune-set: a training setting under ``train``, the
+    others at the top of the recipe's optimizer settings."""
+    from netcast.optimize import workflow
+    from netcast.specs.spec import compile_entry
+
+    text = GOOD + (
+        '[[compiled]]\nartifact = "OUT"\nprogram = "basic"\noptimizer = "finetune"\n'
+        'teacher = "annotations"\nfinetune_set = { gradient_checkpointing = true, '
+        "retrieved_share = 0.5 }\n"
+    ).replace("OUT", str(tmp_path / "art"))
+    spec = read_spec(write(tmp_path / "s.toml", text))
+    made = []
+    monkeypatch.setattr(workflow, "compile_recipe", lambda recipe, out, **kw: made.append(recipe))
+    compile_entry(spec, spec.file.compiled[0], lambda model, **kw: None)
+    settings = made[0].optimizer.settings
+    assert settings["train"]["gradient_checkpointing"] is True
+    assert settings["retrieved_share"] == 0.5

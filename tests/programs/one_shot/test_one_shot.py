@@ -213,3 +213,36 @@ def test_the_add_step_prefers_unselected_pool_chunks_to_the_wider_pool(scripted_
     assert stage["missing_entities"] == ["nevada"]
     assert stage["added"] == ["b#0"]
     assert "b#0" in prediction.evidence and "c#0" not in prediction.evidence
+
+
+def test_its_training_contexts_are_the_knapsacks_with_gold_swapped_in_or_left_out(
+    scripted_lm, lake
+):
+    """RAFT-style examples for One-SHOT's reader: the context the budget fills for the
+    question, every gold passage in it (swapped in where retrieval missed one), or the same
+    knapsack over the pool without the gold passages; no model call makes them."""
+    import dspy
+
+    from netcast.corpus import format_passage
+
+    _, engine = scripted_lm(script())
+    program = OneShot(lake, token_budget=40, pool_size=5)
+    question = "How cold is Lake Tahoe?"
+    gold = [{"id": d.id, "title": d.title, "text": d.text} for d in (DOCS[0], DOCS[3])]
+    example = dspy.Example(question=question, answer="cold", gold_passages=gold)
+    pool, _ = program.candidates(question, 40)
+    knapsack = [c.chunk.id for c in program.selection(pool, 40)]
+    assert "a#0" in knapsack and "d#0" not in knapsack  # retrieval misses the Emerald Bay gold
+
+    (taught,) = program.annotated_demos(example)["answer"]
+    emerald = format_passage(DOCS[3].title, DOCS[3].text)
+    assert emerald in taught.context and taught.answer == "cold"
+    assert len(taught.context) == len(knapsack)  # the knapsack's size, a gold one swapped in
+
+    (blind,) = program.retrieved_demos(example)["answer"]
+    others = [c for c in pool if c.chunk.id not in ("a#0", "d#0")]
+    expected = [format_passage(c.chunk.title, c.text) for c in program.selection(others, 40)]
+    assert blind.context == expected and blind.answer == "cold"
+    assert not any(DOCS[0].text in p or DOCS[3].text in p for p in blind.context)
+    assert set(blind.inputs()) == {"context", "question"}
+    assert not engine.prompts
