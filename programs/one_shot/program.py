@@ -173,8 +173,9 @@ class OneShot(NetcastProgram):
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """From the record's annotations: ``answer`` reads the gold answer from the context the
         budget fills for the question (retrieval only, no crop), gold passages swapped in where
-        retrieval missed them; ``crop_chunk`` keeps a gold passage's supporting sentences and
-        answers NONE for the best-ranked passage that is not gold."""
+        retrieval missed them; with the crop on, ``crop_chunk`` keeps a gold passage's supporting
+        sentences and answers NONE for the best-ranked passage that is not gold (with it off the
+        step never runs: nothing to teach it)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
         pool, _ = self.candidates(question, self.budget())
@@ -188,6 +189,8 @@ class OneShot(NetcastProgram):
                 )
             ]
         }
+        if not self.knobs.crop:
+            return demos
         crops = []  # one gold passage cropped to its supporting sentences, one other dropped
         for passage in gold:
             kept = annotations.supporting_sentences(passage)

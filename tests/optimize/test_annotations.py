@@ -54,7 +54,7 @@ def test_teach_sets_demos_on_a_copy_and_they_reach_the_prompt(scripted_lm, bm25)
 
 
 def test_one_shot_crop_keeps_supporting_sentences_and_drops_another_passage(bm25):
-    program = get_program("one_shot")(bm25, token_budget=40)
+    program = get_program("one_shot")(bm25, token_budget=40, crop=True)
     demos = annotation_demos(program, [annotated()])
     kept, dropped = demos["crop_chunk"]
     assert kept.passage.startswith("Seine:")
@@ -63,6 +63,8 @@ def test_one_shot_crop_keeps_supporting_sentences_and_drops_another_passage(bm25
     assert not dropped.passage.startswith(("Seine:", "Eiffel Tower:"))
     (answer,) = demos["answer"]
     assert answer.answer == "the Seine" and any("Seine is a river" in p for p in answer.context)
+    uncropped = get_program("one_shot")(bm25, token_budget=40)  # its crop step never runs
+    assert set(annotation_demos(uncropped, [annotated()])) == {"answer"}
 
 
 def test_a_record_without_gold_passages_is_refused_naming_the_field(bm25):
