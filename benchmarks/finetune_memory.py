@@ -1,5 +1,5 @@
 """What a LoRA training takes in memory, against what netcast's memory check expects
-(``netcast.models.finetune.memory_needed``), per embedded model and example length. Each
+(``netcast.models.lora_provider.memory_needed``), per embedded model and example length. Each
 (model, length) trains a fresh LoRA (the finetune defaults: rank 16, every linear projection,
 bf16 base) for ``--steps`` steps on one synthetic example of that many tokens (its last 16 the
 reply) in a process of its own, so each peak is that training's alone. With ``--mixed N``,
@@ -57,13 +57,13 @@ def one(
     """Train ``steps`` steps on examples of ``lengths`` tokens, taken in turn (``trim``: glibc's
     malloc_trim after every step; ``checkpointed``: activation checkpointing); the memory
     figures, in bytes."""
-    from netcast.models import embedded, finetune, lora, training
+    from netcast.models import embedded, lora, lora_provider, training
 
     spec = embedded.spec(model)
     path = embedded.model_path(spec.name)
-    cfg = finetune.TrainSettings()
+    cfg = lora_provider.TrainSettings()
     base = training.load_base(path)
-    tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, finetune.TARGETS)
+    tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, lora_provider.TARGETS)
     if checkpointed:
         training.checkpoint_activations(tuned)
     loaded = resident()
@@ -91,7 +91,7 @@ def one(
     return {
         "loaded": loaded,
         "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "estimate": finetune.memory_needed(lora.base_shape(path), max(lengths), checkpointed),
+        "estimate": lora_provider.memory_needed(lora.base_shape(path), max(lengths), checkpointed),
         "seconds": result.seconds / steps,
     }
 

@@ -141,7 +141,7 @@ def load(
 
         lm = serve_artifact_adapter(lm, Path(directory), recipe["finetune"])
         if merge_adapter:
-            from netcast.models.finetune import merging
+            from netcast.models.lora_provider import merging
 
             lm = merging(lm)
         if served_from(lm):  # the adapter on a server: prompted as the tuned model was trained

@@ -1,6 +1,6 @@
 """Tuning the embedded model's weights as a compile step (``--optimizer finetune`` and
 ``--optimizer better-together``): DSPy's own ``BootstrapFinetune`` and ``BetterTogether``, the
-training done by netcast's CPU provider (``netcast.models.finetune``: a LoRA written as a GGUF
+training done by netcast's CPU provider (``netcast.models.lora_provider``: a LoRA written as a GGUF
 adapter that llama.cpp serves).
 
 The training examples are the program's successful traces on the training questions (its own,
@@ -29,8 +29,8 @@ from dspy.teleprompt import Teleprompter
 from dspy.teleprompt.bootstrap_trace import FailedPrediction
 
 from netcast.errors import InputError
-from netcast.models import finetune as provider
 from netcast.models import lora
+from netcast.models import lora_provider as provider
 from netcast.models.factory import default_adapter
 from netcast.optimize.compile import DEMO_PASS, DSPY, dspy_settings, hold_out, make_optimizer
 from netcast.optimize.settings import Settings
@@ -43,7 +43,7 @@ STEPS = ("p", "w")  # BetterTogether's steps: prompt optimization, weight optimi
 @dataclass(frozen=True)
 class TrainingSettings(Settings):
     """Settings of an optimizer that tunes the model's weights: ``train``, the LoRA's training
-    (``netcast.models.finetune.TrainSettings``), next to the optimizer's own settings. An
+    (``netcast.models.lora_provider.TrainSettings``), next to the optimizer's own settings. An
     unknown name at either level is one line naming it and the known ones."""
 
     train: provider.TrainSettings = field(default_factory=provider.TrainSettings)
@@ -86,7 +86,8 @@ class TrainingSettings(Settings):
 class FinetuneSettings(TrainingSettings):
     """``--optimizer finetune``: a trace trains the model when its answer scores at least
     ``metric_threshold``; ``exclude_demos`` trains (and then runs) the steps without their
-    demonstrations; ``train``: the LoRA's training (``netcast.models.finetune.TrainSettings``)."""
+    demonstrations; ``train``: the LoRA's training
+    (``netcast.models.lora_provider.TrainSettings``)."""
 
     metric_threshold: float = DEMO_PASS
     exclude_demos: bool = False
@@ -245,7 +246,7 @@ class NetcastFinetune(dspy.BootstrapFinetune):
         return data, data_format
 
 
-class _Recording(dspy.BetterTogether):
+class RecordingBetterTogether(dspy.BetterTogether):
     """DSPy's ``BetterTogether``, which logs a failed step and returns the best program so far;
     here the failure is kept (``error``) so the compile reports it (a training interrupted with
     Ctrl-C, too few examples) instead of saving a program that silently skipped the step."""
@@ -344,7 +345,7 @@ class FinetuneCompile(Teleprompter):
             **dspy_settings(settings.prompt).kwargs,
         )
         extra = DSPY[settings.prompt].extra(list(valset) if valset else None, self.seed)
-        together = _Recording(metric=self.metric, p=prompt, w=tuner)
+        together = RecordingBetterTogether(metric=self.metric, p=prompt, w=tuner)
         program = together.compile(
             student,
             trainset=trainset,

@@ -32,6 +32,7 @@ validation questions, ``n`` its fidelity.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from collections.abc import Callable, Collection, Sequence
@@ -273,6 +274,17 @@ def halve(
             arm.reason = f"{arm.mean(metric, n):.3f}, not in the better 1/{eta} on {n}"
 
 
+class Scored(enum.Enum):
+    """How scoring an arm ended: its ``n`` questions scored; a chunk it could not afford (it
+    is out of budget); replies that fit no field (the arm leaves); a model error (its strategy
+    leaves)."""
+
+    DONE = "done"
+    OUT_OF_BUDGET = "out of budget"
+    UNREADABLE = "unreadable"
+    MODEL_ERROR = "model error"
+
+
 @dataclass
 class Scorer:
     """What scoring an arm needs: the validation fold, the budget, the metric, where rows are
@@ -286,35 +298,33 @@ class Scorer:
     on_chunk: Callable[[Arm], None] = lambda arm: None
 
 
-def score_arm(arm: Arm, program: dspy.Module, n: int, s: Scorer) -> str:
+def score_arm(arm: Arm, program: dspy.Module, n: int, scorer: Scorer) -> Scored:
     """``arm`` scored up to its first ``n`` questions, a chunk at a time while the budget
-    covers it: ``"ok"``, ``"budget"`` (a chunk it could not afford: it is out of budget),
-    ``"failed"`` (its replies fit no field: the arm leaves) or ``"error"`` (a model error:
-    its strategy leaves). Rows its run directory holds are taken, not asked again, and
-    charged as when they were scored."""
-    run_dir = s.work / arm.key if s.work else None
+    covers it: how it ended (``Scored``). Rows its run directory holds are taken, not asked
+    again, and charged as when they were scored."""
+    run_dir = scorer.work / arm.key if scorer.work else None
     info = {"program": arm.strategy, "knobs": program.knobs.model_dump(), "demos": arm.demos}
-    info["model"] = getattr(s.lm, "model", None)
+    info["model"] = getattr(scorer.lm, "model", None)
     while len(arm.rows) < n:
-        todo = s.valset[len(arm.rows) : min(n, len(arm.rows) + CHUNK)]
-        k = s.calls.affordable(arm.strategy, len(todo))
+        todo = scorer.valset[len(arm.rows) : min(n, len(arm.rows) + CHUNK)]
+        k = scorer.calls.affordable(arm.strategy, len(todo))
         if k == 0:
             arm.state, arm.reason = "out of budget", f"scored {len(arm.rows)} questions"
-            return "budget"
+            return Scored.OUT_OF_BUDGET
         result = evaluate(
             program, todo[:k], run_dir=run_dir, run_info=info, progress=False, max_errors=0
         )
-        s.calls.charge(arm.strategy, result.rows)
+        scorer.calls.charge(arm.strategy, result.rows)
         arm.rows += result.rows
-        if s.work:
-            log_chunk(s.work, arm, s.calls.spent)
-        s.on_chunk(arm)
+        if scorer.work:
+            log_chunk(scorer.work, arm, scorer.calls.spent)
+        scorer.on_chunk(arm)
         if result.errors:
             first_id, first = next(iter(result.errors.items()))
             arm.state, arm.reason = "failed", f"{first_id}: {first}"
             parse = all(isinstance(e, AdapterParseError) for e in result.raised.values())
-            return "failed" if parse else "error"
-    return "ok"
+            return Scored.UNREADABLE if parse else Scored.MODEL_ERROR
+    return Scored.DONE
 
 
 def log_chunk(work: Path, arm: Arm, spent: int) -> None:

@@ -64,6 +64,7 @@ from netcast.optimize.compile import hold_out
 from netcast.optimize.halving import (
     Arm,
     Lane,
+    Scored,
     Scorer,
     arm_versus_defaults,
     choice_of,
@@ -310,9 +311,9 @@ class _Race:
         def sources(name: str) -> list[str]:
             return demo_sources(name, s.demos)
 
-        lanes_ = lanes(built, held, sources, tele.lm, tele.seed)
+        by_strategy = lanes(built, held, sources, tele.lm, tele.seed)
         calls = CallBudget(s.budget, cached_free=False)
-        race = cls(tele, built, held, valset, list(pool), first, lanes_, calls)
+        race = cls(tele, built, held, valset, list(pool), first, by_strategy, calls)
         if fixed := getattr(student, "fixed", None):  # before the first call: what --set reaches
             race.tell("knobs", {**race.state(), "scope": knob_scope(list(built), fixed)})
         return race
@@ -399,13 +400,13 @@ class _Race:
             self.valset, self.calls, self.tele.metric, self.tele.workdir, self.tele.lm, chunk
         )
         outcome = score_arm(arm, self.program(arm), n, scorer)
-        if outcome == "error":  # a model error: the strategy leaves the race
+        if outcome is Scored.MODEL_ERROR:  # a model error: the strategy leaves the race
             lane = self.lanes[arm.strategy]
             lane.failed = arm.reason
             for other in self.arms:
                 if other.strategy == arm.strategy and other.state == "running":
                     other.state, other.reason = "failed", f"{arm.name}: {arm.reason}"
-        return outcome != "budget"
+        return outcome is not Scored.OUT_OF_BUDGET
 
     def enter(self, new: list[Arm]) -> bool:
         """A wave's arms scored on their strategies' first rungs, in turn, and judged at the

@@ -110,14 +110,14 @@ def capitals_file(path, n: int) -> str:
     return str(path)
 
 
-# a scripted embedded engine for tuned models (tests/core/models/test_finetune.py and
+# a scripted embedded engine for tuned models (tests/core/models/test_lora_provider.py and
 # tests/optimize/test_finetune.py)
 from netcast.testing import SchemaEngine  # noqa: E402
 
 
 class GGUFEngine(SchemaEngine):
     """A scripted engine that says which model files it runs (what a tuned model's copy
-    rewires, ``netcast.models.finetune.attach``): with an adapter it answers ``tuned``, else
+    rewires, ``netcast.models.lora_provider.attach``): with an adapter it answers ``tuned``, else
     ``base_answer(prompt)``; a subclass may script ``reply`` itself."""
 
     def __init__(self, model_path, lora_path=None):

@@ -38,7 +38,7 @@ class EmbeddedLM(dspy.LM):
     tokenizer)."""
 
     def __init__(self, name: str, engine: Any, **kwargs: Any):
-        from netcast.models.finetune import LlamaCppProvider
+        from netcast.models.lora_provider import LlamaCppProvider
 
         spec = embedded.spec(name)
         kwargs.setdefault("provider", LlamaCppProvider())  # lm.finetune trains a LoRA on CPU
@@ -50,7 +50,7 @@ class EmbeddedLM(dspy.LM):
         ``netcast.models.lora``: what ``lm.finetune`` makes) gets an engine running that model."""
         copied = super().copy(**kwargs)
         if copied.model != self.model and "engine" not in kwargs:
-            from netcast.models.finetune import attach
+            from netcast.models.lora_provider import attach
 
             copied = attach(copied)
         return copied

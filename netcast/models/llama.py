@@ -76,7 +76,7 @@ class LlamaCppEngine:
     evaluating.
 
     ``lora_path``: a GGUF LoRA adapter llama.cpp applies over the model (a tuned model,
-    ``netcast.models.finetune``; checked against the model before it gets here).
+    ``netcast.models.lora_provider``; checked against the model before it gets here).
     ``merge_lora``: the adapter is merged into a cached copy of the model at load instead
     (``netcast.models.merge``, built once per model and adapter), which runs at the base
     model's speed.

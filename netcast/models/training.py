@@ -6,8 +6,8 @@ served model formats a chat request), so the model trains on the very tokens it 
 when served. The loop is a plain AdamW loop over one example at a time (or ``batch_size`` with
 gradient accumulation), in an order fixed by the seed, so a checkpoint (the LoRA weights, the
 optimizer and the learning-rate schedule after step N) resumes to the same result as an
-uninterrupted run. Everything torch is imported here only; ``netcast.models.finetune`` holds the
-provider DSPy calls."""
+uninterrupted run. Everything torch is imported here only; ``netcast.models.lora_provider``
+holds the provider DSPy calls."""
 
 from __future__ import annotations
 

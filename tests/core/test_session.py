@@ -29,8 +29,8 @@ for directory in sys.argv[1:]:
     except NetcastError as err:  # the 1.5B's parts not installed: one line naming its extra
         out[directory] = "error: " + str(err)
 try:
-    from netcast.models import finetune
-    finetune.finetune("embedded", [])
+    from netcast.models import lora_provider
+    lora_provider.finetune("embedded", [])
 except InputError as err:
     out["train"] = str(err)
 print(json.dumps(out))

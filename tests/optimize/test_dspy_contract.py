@@ -64,10 +64,11 @@ def test_a_failed_prediction_is_still_dspys_bootstrap_trace_failed_prediction():
 
 
 def test_better_together_runs_each_step_through_the_method_netcast_records_failures_in():
-    """_Recording overrides BetterTogether._run_and_evaluate_step to keep a step's failure
-    (DSPy logs it and goes on); FinetuneCompile passes optimizer_compile_args and deletes the
-    candidate_programs and flag_compilation_error_occurred DSPy sets on the program."""
-    where = "_Recording and FinetuneCompile (optimize/finetune.py)"
+    """RecordingBetterTogether overrides BetterTogether._run_and_evaluate_step to keep a
+    step's failure (DSPy logs it and goes on); FinetuneCompile passes optimizer_compile_args
+    and deletes the candidate_programs and flag_compilation_error_occurred DSPy sets on the
+    program."""
+    where = "RecordingBetterTogether and FinetuneCompile (optimize/finetune.py)"
     together = dspy.BetterTogether
     assert callable(getattr(together, "_run_and_evaluate_step", None)), broken(
         "BetterTogether._run_and_evaluate_step", where
@@ -83,7 +84,7 @@ def test_better_together_runs_each_step_through_the_method_netcast_records_failu
         assert f".{attribute} = " in source, broken(f"the {attribute} it sets", where)
 
 
-@pytest.mark.parametrize("name", ["NetcastFinetune", "_Recording"])
+@pytest.mark.parametrize("name", ["NetcastFinetune", "RecordingBetterTogether"])
 def test_netcasts_subclasses_override_only_methods_dspy_still_has(name):
     """Every private method of netcast's subclasses of DSPy's optimizers overrides one of
     DSPy's: one DSPy renamed or dropped would never be called again."""

@@ -15,7 +15,7 @@ from helpers import GGUFEngine, ScriptedEngine, tiny_base
 from netcast.artifacts import read_artifact
 from netcast.cli.app import app
 from netcast.errors import InputError, ModelFileError
-from netcast.models import embedded, finetune, lora, training
+from netcast.models import embedded, lora, lora_provider, training
 from netcast.models.factory import EmbeddedLM
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 from netcast.session import load
@@ -77,15 +77,15 @@ def trainer(monkeypatch):
     """The tiny model trains in place of the embedded one; each finetune's examples (the chats
     that reached the trainer) and base model are recorded."""
     calls = []
-    original = finetune.finetune
+    original = lora_provider.finetune
 
     def recorded(model, train_data, train_kwargs=None, **kwargs):
         calls.append({"model": model, "chats": [item["messages"] for item in train_data]})
         return original(model, train_data, train_kwargs, **kwargs)
 
     monkeypatch.setattr(training, "load_base", tiny_base)
-    monkeypatch.setattr(finetune, "finetune", recorded)
-    monkeypatch.setattr(finetune, "available_memory", lambda: 1 << 40)  # the 1.5B's estimate
+    monkeypatch.setattr(lora_provider, "finetune", recorded)
+    monkeypatch.setattr(lora_provider, "available_memory", lambda: 1 << 40)  # the 1.5B's estimate
     return calls
 
 
@@ -553,8 +553,8 @@ def test_a_machine_without_the_memory_or_disk_to_train_is_refused_before_any_cal
 ):
     monkeypatch.setattr(training, "load_base", never)
     memory, disk = (1 << 30, 1 << 40) if short == "memory" else (1 << 40, 1 << 20)
-    monkeypatch.setattr(finetune, "available_memory", lambda: memory)
-    monkeypatch.setattr(finetune, "free_disk", lambda path: disk)
+    monkeypatch.setattr(lora_provider, "available_memory", lambda: memory)
+    monkeypatch.setattr(lora_provider, "free_disk", lambda path: disk)
     lm = embedded_lm(right_except(set()))
     with pytest.raises(InputError, match=f"not enough {short} .*to finetune embedded") as err:
         compile_recipe(recipe_for(qa_file), tmp_path / "art", lm=lm)

@@ -294,19 +294,19 @@ def test_the_first_rung_of_a_dear_strategy_is_held_to_its_share_of_the_budget():
     # the MuSiQue profile's worst calls a question after each strategy's first question
     worst = {"basic": 1, "multihop": 3, "combined": 5, "ircot": 9, "iterkey": 14}
     calls = CallBudget(500, most=dict(worst))
-    lanes_ = {n: Lane(n, [], {}) for n in [*worst, "a", "b", "c", "d"]}  # nine strategies
+    by_strategy = {n: Lane(n, [], {}) for n in [*worst, "a", "b", "c", "d"]}  # nine strategies
     for n in "abcd":
         calls.most[n] = 1
-    first_rungs(lanes_, calls, 10, 500, 3, 0.05)  # a share of 500 / (3 x 9): 18 calls
-    assert {n: lanes_[n].first for n in worst} == {
+    first_rungs(by_strategy, calls, 10, 500, 3, 0.05)  # a share of 500 / (3 x 9): 18 calls
+    assert {n: by_strategy[n].first for n in worst} == {
         "basic": 10,
         "multihop": 6,
         "combined": 6,
         "ircot": 6,
         "iterkey": 6,
     }
-    first_rungs(lanes_, calls, 10, None, 3, 0.05)  # no budget: every one on the first rung
-    assert {lane.first for lane in lanes_.values()} == {10}
+    first_rungs(by_strategy, calls, 10, None, 3, 0.05)  # no budget: every one on the first rung
+    assert {lane.first for lane in by_strategy.values()} == {10}
     assert fewest(0.05) == 6 and fewest(0.01) == 8  # 2 / 2**6 < 0.05 <= 2 / 2**5
     assert ladder(10, 31) == [10, 20, 31] and ladder(10, 60) == [10, 20, 40, 60]
 

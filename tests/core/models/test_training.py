@@ -1,7 +1,7 @@
 """The LoRA training loop (netcast.models.training) on a tiny random Qwen2 model: the loss is on
 the reply only, checkpoints resume to the same weights as an uninterrupted run, Ctrl-C saves and
 stops with exit code 130, the thread setting is honoured. The real 0.5B model:
-tests/core/models/test_finetune_slow.py."""
+tests/core/models/test_lora_provider_slow.py."""
 
 import os
 import signal
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from netcast.models import training
-from netcast.models.finetune import TARGETS
+from netcast.models.lora_provider import TARGETS
 
 EXAMPLES = [
     training.Encoded(tuple((7 * i + j) % 60 + 2 for j in range(12 + i)), 8 + i % 3)

@@ -14,7 +14,7 @@ import dspy
 import numpy as np
 import pytest
 
-from netcast.models import embedded, finetune, lora, training
+from netcast.models import embedded, lora, lora_provider, training
 from netcast.models.factory import default_adapter, make_lm
 
 pytestmark = pytest.mark.slow
@@ -123,7 +123,7 @@ def test_a_killed_training_resumes_from_its_checkpoint(tmp_path, netcast_home, m
     script = textwrap.dedent(
         f"""
         import json, sys
-        from netcast.models.finetune import finetune
+        from netcast.models.lora_provider import finetune
         finetune("embedded", json.load(open(sys.argv[1])), {settings!r})
         """
     )
@@ -154,7 +154,7 @@ def test_a_killed_training_resumes_from_its_checkpoint(tmp_path, netcast_home, m
         return result
 
     monkeypatch.setattr(training, "train", watched)
-    model = finetune.finetune("embedded", data, settings)
+    model = lora_provider.finetune("embedded", data, settings)
     assert seen[0].resumed_at >= 1
     assert len(seen[0].losses) == 4
     assert not list(checkpoints.glob("*.pt"))

@@ -1,6 +1,6 @@
-"""Fine-tuning the embedded model (netcast.models.finetune, lora, json_adapter): tuned model ids,
-the tuned LM's engine and cache, the fine-tuning data's format, and bad input refused with one
-line before anything trains. Training itself: tests/core/models/test_training.py."""
+"""Fine-tuning the embedded model (netcast.models.lora_provider, lora, json_adapter): tuned model
+ids, the tuned LM's engine and cache, the fine-tuning data's format, and bad input refused with
+one line before anything trains. Training itself: tests/core/models/test_training.py."""
 
 import dataclasses
 import json
@@ -12,7 +12,7 @@ from dspy.teleprompt.bootstrap_finetune import build_call_data_from_trace
 
 from helpers import GGUFEngine, tiny_base
 from netcast.errors import InputError, ModelFileError
-from netcast.models import embedded, finetune, lora, training
+from netcast.models import embedded, lora, lora_provider, training
 from netcast.models.factory import EmbeddedLM, default_adapter, make_lm
 from netcast.models.json_adapter import JSONAdapter
 from netcast.testing import SchemaEngine
@@ -51,13 +51,13 @@ def test_a_tuned_model_id_names_its_base_and_its_adapters_sha256():
 )
 def test_a_model_with_no_weights_here_is_refused_in_one_line(model):
     with pytest.raises(InputError, match="no weights here to train") as err:
-        finetune.check_trainable(model)
+        lora_provider.check_trainable(model)
     assert "\n" not in str(err.value)
 
 
 def test_finetuning_an_api_model_through_dspy_is_refused_before_training(monkeypatch):
     monkeypatch.setattr(training, "load_base", _no_training)
-    lm = dspy.LM("openai/gpt-4o-mini", provider=finetune.LlamaCppProvider(progress=False))
+    lm = dspy.LM("openai/gpt-4o-mini", provider=lora_provider.LlamaCppProvider(progress=False))
     job = lm.finetune(chats(10), "chat")
     result = job.result()
     assert isinstance(result, InputError)
@@ -66,7 +66,7 @@ def test_finetuning_an_api_model_through_dspy_is_refused_before_training(monkeyp
 
 def test_the_embedded_lm_trains_with_the_cpu_provider():
     lm = make_lm("embedded")
-    assert isinstance(lm.provider, finetune.LlamaCppProvider)
+    assert isinstance(lm.provider, lora_provider.LlamaCppProvider)
     assert lm.provider.finetunable
 
 
@@ -319,7 +319,7 @@ def _no_training(*args, **kwargs):
 def test_too_few_examples_are_refused_before_training(monkeypatch):
     monkeypatch.setattr(training, "load_base", _no_training)
     with pytest.raises(InputError, match="only 3 finetune example.s. after filtering; at least 8"):
-        finetune.finetune("embedded", chats(3))
+        lora_provider.finetune("embedded", chats(3))
 
 
 @pytest.mark.parametrize(
@@ -333,7 +333,7 @@ def test_too_few_examples_are_refused_before_training(monkeypatch):
 def test_malformed_examples_are_refused_naming_the_example(monkeypatch, data, match):
     monkeypatch.setattr(training, "load_base", _no_training)
     with pytest.raises(InputError, match=match):
-        finetune.finetune("embedded", data)
+        lora_provider.finetune("embedded", data)
 
 
 def test_a_missing_finetune_extra_is_one_line(monkeypatch):
@@ -346,54 +346,58 @@ def test_a_missing_finetune_extra_is_one_line(monkeypatch):
     with pytest.raises(
         InputError, match=r'peft not installed: .*pip install "netcast\[finetune\]"'
     ):
-        finetune.finetune("embedded", chats(8))
+        lora_provider.finetune("embedded", chats(8))
 
 
 def test_unknown_or_bad_settings_are_refused():
     with pytest.raises(InputError, match="unknown lr; known: "):
-        finetune.TrainSettings.of({"lr": 1e-4})
+        lora_provider.TrainSettings.of({"lr": 1e-4})
     with pytest.raises(InputError, match="rank=0"):
-        finetune.TrainSettings.of({"rank": 0})
+        lora_provider.TrainSettings.of({"rank": 0})
     with pytest.raises(InputError, match="threads=0"):
-        finetune.TrainSettings.of({"threads": 0})
-    assert finetune.TrainSettings.of({"epochs": 2}).epochs == 2
+        lora_provider.TrainSettings.of({"threads": 0})
+    assert lora_provider.TrainSettings.of({"epochs": 2}).epochs == 2
 
 
 def test_not_enough_memory_is_refused_before_training(monkeypatch):
     monkeypatch.setattr(training, "load_base", _no_training)
-    monkeypatch.setattr(finetune, "available_memory", lambda: 1 << 30)
+    monkeypatch.setattr(lora_provider, "available_memory", lambda: 1 << 30)
     with pytest.raises(
         InputError,
         match=r"not enough memory to finetune embedded with gradient checkpointing: about \d.*"
         "shorten the longest examples",
     ):
-        finetune.finetune("embedded", chats(8))
+        lora_provider.finetune("embedded", chats(8))
     # checkpointing turned off by hand, where it would not fit either: no false hope
     with pytest.raises(InputError, match="embedded: about .*shorten the longest examples"):
-        finetune.finetune("embedded", chats(8), {"gradient_checkpointing": False})
+        lora_provider.finetune("embedded", chats(8), {"gradient_checkpointing": False})
 
 
 def test_gradient_checkpointing_is_on_only_where_memory_needs_it():
     shape = lora.base_shape(embedded.model_path())
-    plain = finetune.memory_needed(shape, 2_000)
-    recomputed = finetune.memory_needed(shape, 2_000, checkpointed=True)
+    plain = lora_provider.memory_needed(shape, 2_000)
+    recomputed = lora_provider.memory_needed(shape, 2_000, checkpointed=True)
     assert recomputed < plain
-    cfg = finetune.TrainSettings()
+    cfg = lora_provider.TrainSettings()
     path = embedded.model_path()
 
     def plan(have, **settings):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(finetune, "available_memory", lambda: have)
-            return finetune.check_resources(SPEC, path, dataclasses.replace(cfg, **settings), 2_000)
+            patch.setattr(lora_provider, "available_memory", lambda: have)
+            return lora_provider.check_resources(
+                SPEC, path, dataclasses.replace(cfg, **settings), 2_000
+            )
 
-    assert plan(plain + 1) == finetune.MemoryPlan(plain, False)
-    assert plan(plain - 1) == finetune.MemoryPlan(recomputed, True)
-    assert plan(plain + 1, gradient_checkpointing=True) == finetune.MemoryPlan(recomputed, True)
+    assert plan(plain + 1) == lora_provider.MemoryPlan(plain, False)
+    assert plan(plain - 1) == lora_provider.MemoryPlan(recomputed, True)
+    assert plan(plain + 1, gradient_checkpointing=True) == lora_provider.MemoryPlan(
+        recomputed, True
+    )
     with pytest.raises(InputError, match="leave gradient_checkpointing unset"):
         plan(plain - 1, gradient_checkpointing=False)
     for bad in ("yes", 1, 0.0):
         with pytest.raises(InputError, match=f"gradient_checkpointing={bad!r}; give true, false"):
-            finetune.TrainSettings.of({"gradient_checkpointing": bad})
+            lora_provider.TrainSettings.of({"gradient_checkpointing": bad})
 
 
 def test_the_memory_estimate_scales_each_token_with_the_models_width():
@@ -401,24 +405,29 @@ def test_the_memory_estimate_scales_each_token_with_the_models_width():
     small = lora.BaseShape("qwen2", 24, 896, 4_864, 14, 2, 151_936)
     large = lora.BaseShape("qwen2", 28, 1_536, 8_960, 12, 2, 151_936)
     per_token = [
-        finetune.memory_needed(s, 1_000) - finetune.memory_needed(s, 0) for s in (small, large)
+        lora_provider.memory_needed(s, 1_000) - lora_provider.memory_needed(s, 0)
+        for s in (small, large)
     ]
-    assert per_token[0] == 1_000 * finetune.BYTES_PER_TOKEN
+    assert per_token[0] == 1_000 * lora_provider.BYTES_PER_TOKEN
     # the 1.5B is charged 2.1x the 0.5B's bytes a token: blocks x (embedding + feed-forward)
     assert per_token[1] / per_token[0] == pytest.approx(28 * 10_496 / (24 * 5_760))
-    assert finetune.memory_needed(large, 0) == large.parameters() * finetune.BYTES_PER_PARAM
+    assert (
+        lora_provider.memory_needed(large, 0) == large.parameters() * lora_provider.BYTES_PER_PARAM
+    )
     # with gradient checkpointing a token costs the same on both (measured so)
     for shape in (small, large):
-        extra = finetune.memory_needed(shape, 1_000, True) - finetune.memory_needed(shape, 0, True)
-        assert extra == 1_000 * finetune.BYTES_PER_TOKEN_CHECKPOINTED
+        extra = lora_provider.memory_needed(shape, 1_000, True) - lora_provider.memory_needed(
+            shape, 0, True
+        )
+        assert extra == 1_000 * lora_provider.BYTES_PER_TOKEN_CHECKPOINTED
 
 
 def test_not_enough_disk_is_refused_before_training(monkeypatch):
     monkeypatch.setattr(training, "load_base", _no_training)
-    monkeypatch.setattr(finetune, "available_memory", lambda: 1 << 40)
-    monkeypatch.setattr(finetune, "free_disk", lambda path: 1 << 20)
+    monkeypatch.setattr(lora_provider, "available_memory", lambda: 1 << 40)
+    monkeypatch.setattr(lora_provider, "free_disk", lambda path: 1 << 20)
     with pytest.raises(InputError, match="not enough disk in .* to finetune embedded"):
-        finetune.finetune("embedded", chats(8))
+        lora_provider.finetune("embedded", chats(8))
 
 
 def test_an_example_longer_than_max_tokens_is_refused_before_training(monkeypatch):
@@ -426,7 +435,7 @@ def test_an_example_longer_than_max_tokens_is_refused_before_training(monkeypatc
     data = chats(8)
     data[5]["messages"][1]["content"] = "word " * 300
     with pytest.raises(InputError, match="example 5: 3.. tokens, more than max_tokens=256"):
-        finetune.finetune("embedded", data, {"max_tokens": 256})
+        lora_provider.finetune("embedded", data, {"max_tokens": 256})
 
 
 def test_the_memory_and_disk_estimates_count_the_05b_models_parameters():
@@ -479,9 +488,9 @@ def test_lm_finetune_trains_writes_the_adapter_and_returns_an_lm_serving_it(monk
     # the memory check's estimate is kept beside the measured peak, for the longest example
     assert record.longest_tokens == seen[0].longest > 0
     shape = lora.base_shape(embedded.model_path())
-    assert record.memory_estimate == finetune.memory_needed(shape, seen[0].longest)
+    assert record.memory_estimate == lora_provider.memory_needed(shape, seen[0].longest)
     assert record.gradient_checkpointing is False  # short examples fit without it
-    assert not list(finetune.checkpoints_dir().glob("*.pt"))
+    assert not list(lora_provider.checkpoints_dir().glob("*.pt"))
 
 
 def test_a_training_that_fits_only_with_gradient_checkpointing_runs_with_it(monkeypatch):
@@ -495,9 +504,9 @@ def test_a_training_that_fits_only_with_gradient_checkpointing_runs_with_it(monk
     tokenizer = training.ChatTokenizer(embedded.model_path())
     longest = max(len(tokenizer.encode(c["messages"]).ids) for c in data)
     shape = lora.base_shape(embedded.model_path())
-    room = finetune.memory_needed(shape, longest, checkpointed=True) + 1
-    assert room < finetune.memory_needed(shape, longest)
-    monkeypatch.setattr(finetune, "available_memory", lambda: room)
+    room = lora_provider.memory_needed(shape, longest, checkpointed=True) + 1
+    assert room < lora_provider.memory_needed(shape, longest)
+    monkeypatch.setattr(lora_provider, "available_memory", lambda: room)
     tuned = make_lm("embedded").finetune(data, "chat").result()
     assert not isinstance(tuned, Exception), tuned
     record = lora.read_record(lora.parse_model_id(tuned.model)[1])
@@ -520,7 +529,7 @@ def test_ctrl_c_during_lm_finetune_saves_exits_130_and_the_same_call_resumes(mon
     stopped = int(re.search(r"after step (\d) of 8; checkpoint saved in ", str(result)).group(1))
     assert result.exit_code == 130 and stopped in (3, 4)
     assert signal.getsignal(signal.SIGINT) is before
-    assert len(list(finetune.checkpoints_dir().glob("*.pt"))) == 1
+    assert len(list(lora_provider.checkpoints_dir().glob("*.pt"))) == 1
 
     seen = watch_training(monkeypatch)
     tuned = lm.finetune(chats(8), "chat").result()
@@ -550,7 +559,7 @@ def test_the_progress_bar_starts_before_the_first_step_and_prints_a_line_at_the_
 
     monkeypatch.setattr(training, "load_base", tiny_base)
     monkeypatch.setattr(training, "train", counted)
-    finetune.finetune("embedded", chats(8), progress=True)
+    lora_provider.finetune("embedded", chats(8), progress=True)
     # the bar (its clock) started once, at step 0, before the first step ended
     assert starts == [(0, 8)] and steps[0] == (1, True)
     assert "step 8/8" in capsys.readouterr().err  # stderr is no terminal here: a plain last line
@@ -562,7 +571,7 @@ def test_a_second_ctrl_c_interrupts_at_once():
 
     # Python's own Ctrl-C handler before the job (whatever an earlier test left installed)
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    job = finetune.CpuTrainingJob()
+    job = lora_provider.CpuTrainingJob()
     try:
         os.kill(os.getpid(), signal.SIGINT)
         assert job.stop.is_set()
