@@ -30,7 +30,12 @@ from netcast.optimize.compile import (
 )
 from netcast.optimize.joint import JointCompile, check_search, joint_study
 from netcast.optimize.race import StrategyRace, candidates, check_race, race_programs
-from netcast.optimize.settings import AnnotationSettings, JointSettings, RaceSettings
+from netcast.optimize.settings import (
+    AnnotationSettings,
+    JointSettings,
+    RaceSettings,
+    SearchSettings,
+)
 from netcast.session import build_program
 
 
@@ -182,7 +187,7 @@ class Annotations(Optimizer):
         return AnnotationTeacher(settings, seed=setup.seed)
 
 
-def _check_fold(what: str, settings: JointSettings, trainset: Sequence) -> None:
+def _check_fold(what: str, settings: SearchSettings, trainset: Sequence) -> None:
     """Warn when the held-out training questions that score the candidates (every training
     question when no demonstrations are drawn) are too few for the paired test."""
     if set(settings.demos) == {"none"}:
@@ -263,8 +268,6 @@ class Race(Optimizer):
         return candidates(recipe.program, retriever, recipe.knobs, lm)
 
     def check(self, settings: RaceSettings, recipe: Recipe, trainset: Sequence) -> None:
-        if settings.grid:
-            raise InputError("--grid names one program's values; a race searches each one's grid")
         settings.check()
         programs = race_programs(recipe.program)
         check_race(

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -60,26 +60,33 @@ class AnnotationSettings(Settings):
 
 
 @dataclass(frozen=True)
-class JointSettings(Settings):
-    """The joint compile (``optimize.joint``): knobs and demonstration sources searched
-    together on held-out training questions.
-
-    ``budget``: model calls its trials may spend (None: the whole grid); ``demos``: the
-    demonstration sources searched; ``grid``: the values tried for a knob instead of its
-    declared range; ``share``: the training questions that score the trials (the validation
-    fold; demonstrations come from the rest); ``alpha``: the paired test a trial must pass to
-    replace the defaults; ``ties``: among the trials that test cannot tell apart from the best,
-    the one ``nearest`` the defaults or the ``best``; ``chunk``: questions scored between the
-    pruner's looks; ``per_step``: demonstrations drawn per step."""
+class SearchSettings(Settings):
+    """What the joint compile and the strategy race share: the points they try are drawn and
+    tested alike. ``budget``: model calls the search may spend (None: the whole grid);
+    ``demos``: the demonstration sources searched; ``share``: the training questions that
+    score the candidates (the validation fold; demonstrations come from the rest); ``alpha``:
+    the paired test that tells a candidate from another; ``per_step``: demonstrations drawn
+    per step."""
 
     budget: int | None = None
     demos: tuple[str, ...] = ("none", "annotations")
-    grid: Mapping[str, list[Any]] = field(default_factory=dict)
     share: float = 0.6
     alpha: float = 0.1
+    per_step: int = PER_STEP
+
+
+@dataclass(frozen=True)
+class JointSettings(SearchSettings):
+    """The joint compile (``optimize.joint``): knobs and demonstration sources searched
+    together on held-out training questions. Beside the search's settings: ``grid``, the
+    values tried for a knob instead of its declared range; ``alpha``, the test a trial must
+    pass to replace the defaults; ``ties``: among the trials that test cannot tell apart from
+    the best, the one ``nearest`` the defaults or the ``best``; ``chunk``: questions scored
+    between the pruner's looks."""
+
+    grid: Mapping[str, list[Any]] = field(default_factory=dict)
     ties: str = "nearest"
     chunk: int = 10
-    per_step: int = PER_STEP
 
     def check(self) -> None:
         """The rule among ties (the demonstration sources and the grid's values are checked
@@ -89,7 +96,7 @@ class JointSettings(Settings):
 
 
 @dataclass(frozen=True)
-class RaceSettings(JointSettings):
+class RaceSettings(SearchSettings):
     """The strategy race (``optimize.race``): one successive halving over every (strategy,
     grid point, demonstration source), its arms (``optimize.halving``), on held-out training
     questions. ``budget``: model calls the whole race may spend (checked before each chunk
@@ -102,15 +109,37 @@ class RaceSettings(JointSettings):
     leader at ``alpha``); ``alpha``: the test that tells a cheaper arm from the best;
     ``margin``: in the final choice, the most a cheaper arm may trail the best score by and
     still tie with it (on few questions the test tells almost nothing apart; 0.05 F1 is the
-    smallest gain netcast's targets count)."""
+    smallest gain netcast's targets count).
+
+    The race searches each strategy's own grid, takes the cheapest among ties and scores
+    ``optimize.halving.CHUNK`` questions between budget checks: ``grid``, ``ties`` and
+    ``chunk`` are the joint compile's and refused here; recipes written before carry them at
+    the values in ``RECORDED_BEFORE``, which the race never read, and still read."""
+
+    RECORDED_BEFORE: ClassVar[dict[str, Any]] = {"grid": {}, "ties": "nearest", "chunk": 10}
 
     first: int = 10
     drop_p: float = 0.05
     eta: int = 3
     margin: float = 0.05
 
+    @classmethod
+    def read(cls, values: Mapping[str, Any], what: str = "race settings") -> RaceSettings:
+        """As ``Settings.read``; the keys an earlier recipe recorded unread are passed over at
+        their recorded values, and refused at any other (the race does not read them)."""
+        values = dict(values)
+        for key, recorded in cls.RECORDED_BEFORE.items():
+            if key in values and values[key] == recorded:
+                del values[key]
+            elif key in values:
+                raise InputError(
+                    f"{what}: {key}={values[key]!r} is the joint compile's; a race searches "
+                    "each strategy's own grid, takes the cheapest arm among ties and checks "
+                    "its budget every few questions"
+                )
+        return super().read(values, what)
+
     def check(self) -> None:
-        super().check()
         if self.first < 1:
             raise InputError(f"race settings: first must be >= 1, got {self.first}")
         if self.eta < 2:
