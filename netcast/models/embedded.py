@@ -15,6 +15,8 @@ from netcast import settings
 from netcast.errors import ModelFileError
 
 EMBEDDED = "embedded"  # the model name that means "the default embedded model"
+# the context window an embedded model is loaded with (NETCAST_N_CTX or n_ctx= change it)
+DEFAULT_N_CTX = 8192
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,11 @@ from netcast import settings
 from netcast.errors import InputError
 from netcast.models import embedded
 from netcast.models.adapter import ChatAdapter
-from netcast.models.embedded import EMBEDDED
+from netcast.models.embedded import DEFAULT_N_CTX, EMBEDDED
 from netcast.models.json_adapter import JSONAdapter
 from netcast.models.replicas import ReplicaEngine
 from netcast.models.tokens import TokenCounter, approx_counter, embedded_counter
 
-DEFAULT_N_CTX = 8192
 # seconds a model called over HTTP may take to reply before the call fails: a local CPU server
 # answers a long RAG prompt in about a minute, more with several questions queued on it
 DEFAULT_TIMEOUT = 300.0
@@ -103,18 +102,20 @@ def make_lm(model: str | None = EMBEDDED, **lm_kwargs: Any) -> dspy.LM:
 
         lm_kwargs.pop("timeout", None)  # in-process: nothing to wait for
         n_ctx = int(lm_kwargs.pop("n_ctx", os.environ.get("NETCAST_N_CTX", DEFAULT_N_CTX)))
-        max_tokens = lm_kwargs.pop("max_tokens", 384)
-        prefix_cache = lm_kwargs.pop("prefix_cache", "predictor")
+        # the engine's own defaults (netcast.models.llama) where a setting is not given
+        given = {
+            k: lm_kwargs.pop(k)
+            for k in ("max_tokens", "prefix_cache", "constrained")
+            if k in lm_kwargs
+        }
         engine = LlamaCppEngine(
             str(embedded.model_path(name)),
             n_ctx=n_ctx,
-            max_tokens=max_tokens,
-            prefix_cache=prefix_cache,
-            constrained=lm_kwargs.pop("constrained", True),
             merge_lora=lm_kwargs.pop("merge_adapter", MERGE_ADAPTER),
+            **given,
         )
         lm_kwargs.setdefault("num_retries", 0)
-        return EmbeddedLM(name, engine, max_tokens=max_tokens, **lm_kwargs)
+        return EmbeddedLM(name, engine, max_tokens=engine.max_tokens, **lm_kwargs)
     _check_served_settings(name, lm_kwargs)
     lm_kwargs.pop("merge_adapter", None)  # False: nothing to merge
     lm_kwargs.pop("constrained", None)  # True: a provider's structured output, default_adapter

@@ -21,6 +21,7 @@ import numpy as np
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import ContextLengthError, Message, Response, TextPart, Usage, response_to_events
 
+from netcast.models.embedded import DEFAULT_N_CTX
 from netcast.models.native import load_cpu_backends, quiet_native_stderr
 
 # Engines with a model loaded, closed before the interpreter tears its modules down: a Llama
@@ -90,7 +91,7 @@ class LlamaCppEngine:
     def __init__(
         self,
         model_path: str,
-        n_ctx: int = 8192,
+        n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
         max_tokens: int = 384,
         seed: int = 0,

@@ -1,7 +1,7 @@
 import dspy
 
 from netcast import settings
-from netcast.models import factory
+from netcast.models import embedded, factory
 
 
 def test_use_netcast_cache_puts_dspy_cache_under_netcast_home(netcast_home):
@@ -44,7 +44,7 @@ def test_context_window_of_embedded_engines_litellm_models_and_none(monkeypatch)
 
     assert factory.context_window(Local()) == 4096
     monkeypatch.delenv("NETCAST_N_CTX", raising=False)
-    assert factory.context_window(None) == factory.DEFAULT_N_CTX == 8192
+    assert factory.context_window(None) == embedded.DEFAULT_N_CTX == 8192
     monkeypatch.setenv("NETCAST_N_CTX", "2048")
     assert factory.context_window(None) == 2048
     assert factory.context_window(factory.make_lm("openai/gpt-4o-mini")) == 128_000
