@@ -157,3 +157,34 @@ class DSPySettings(Settings):
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.kwargs)
+
+
+@dataclass(frozen=True)
+class TuneSettings(Settings):
+    """``netcast tune`` (``optimize.tune.run_tuning``): an Optuna study over a program's knobs.
+
+    ``trials``: the finished trials the study should hold; ``objectives``: quality[,cost]
+    (``f1,cost``, ``f1,calls``, ``em``); ``compile_each``: every trial's program compiled with
+    ``optimizer`` first; the questions: ``train_split``/``dev_split`` and their first
+    ``train_limit``/``dev_limit``; ``retriever`` (or a saved ``index``); ``storage``: an Optuna
+    storage URL (None: ``sqlite:///runs/tune.db``; ``postgresql://...`` lets several workers
+    share one ``study``, None: named after the program, dataset, model and objectives);
+    ``pick_rule``: the trial exported (``best-quality``, ``knee``,
+    ``max-quality-under-cost=X``); ``heartbeat``: seconds after which a silent trial is
+    retried."""
+
+    trials: int = 6
+    objectives: str = "f1,cost"
+    compile_each: bool = False
+    optimizer: str = "bootstrap"
+    train_split: str = "train"
+    dev_split: str = "dev"
+    train_limit: int | None = 20
+    dev_limit: int | None = 20
+    retriever: str = "bm25"
+    index: str | None = None
+    storage: str | None = None
+    study: str | None = None
+    pick_rule: str = "knee"
+    seed: int = 0
+    heartbeat: int = 30

@@ -32,6 +32,7 @@ from netcast.files import short_hash, slug
 from netcast.formats import Recipe, recipe_of
 from netcast.optimize.compile import compile_program, hold_out
 from netcast.optimize.joint import knob_grid
+from netcast.optimize.settings import TuneSettings
 from netcast.optimize.workflow import (
     UNJUDGED,
     Splits,
@@ -359,81 +360,61 @@ def run_tuning(
     program: str,
     dataset: str,
     lm: dspy.BaseLM,
-    *,
-    trials: int = 6,
-    objectives: str = "f1,cost",
-    compile_each: bool = False,
-    optimizer: str = "bootstrap",
-    train_split: str = "train",
-    dev_split: str = "dev",
-    train_limit: int | None = 20,
-    dev_limit: int | None = 20,
-    retriever: str = "bm25",
-    storage: str | None = None,
-    study: str | None = None,
-    pick_rule: str = "knee",
+    settings: TuneSettings | None = None,
     out: str | Path | None = None,
-    seed: int = 0,
-    heartbeat: int = 30,
-    index: str | Path | None = None,
 ) -> TuneResult:
-    """Tune ``program``'s knobs (a resumable, distributable Optuna study) and, with ``out``,
-    export the trial ``pick_rule`` chooses as an artifact (``export_trial``)."""
-    names = parse_objectives(objectives)
-    check_pick_rule(pick_rule, names)
+    """Tune ``program``'s knobs (a resumable, distributable Optuna study, ``TuneSettings``)
+    and, with ``out``, export the trial its pick rule chooses as an artifact
+    (``export_trial``)."""
+    t = settings or TuneSettings()
+    names = parse_objectives(t.objectives)
+    check_pick_rule(t.pick_rule, names)
+    data = {
+        "train_split": t.train_split,
+        "dev_split": t.dev_split,
+        "train_limit": t.train_limit,
+        "dev_limit": t.dev_limit,
+    }
     recipe = make_recipe(  # what an exported trial's artifact records (its knobs: the trial's)
         program=program,
         knobs={},
         dataset=dataset,
-        train_split=train_split,
-        dev_split=dev_split,
-        train_limit=train_limit,
-        dev_limit=dev_limit,
-        optimizer=optimizer if compile_each else "bootstrap",
-        select_on="train" if compile_each else "dev",
+        **data,
+        optimizer=t.optimizer if t.compile_each else "bootstrap",
+        select_on="train" if t.compile_each else "dev",
         metric=names[0],
         model=getattr(lm, "embedded_name", None) or lm.model,
-        retriever=retriever,
-        seed=seed,
-        index=index,
+        retriever=t.retriever,
+        seed=t.seed,
+        index=t.index,
     )
-    splits = prepare(
-        dataset,
-        lm,
-        train_split=train_split,
-        dev_split=dev_split,
-        train_limit=train_limit,
-        dev_limit=dev_limit,
-        index=index,
-        retriever=retriever,
-    )
-    storage = storage or "sqlite:///runs/tune.db"
+    splits = prepare(dataset, lm, **data, index=t.index, retriever=t.retriever)
+    storage = t.storage or "sqlite:///runs/tune.db"
     if storage.startswith("sqlite:///") and not storage.endswith(":memory:"):
         Path(storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    name = study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{objectives}"
+    name = t.study or f"{program}-{slug(dataset)}-{slug(lm.model)}-{t.objectives}"
     # every knob setting once (a grid over the declared ranges), never the same one twice
     grid = knob_grid(get_program(program), lm)
-    optuna_study = open_study(name, storage, names, seed=seed, heartbeat=heartbeat, grid=grid)
-    meaning = _scored_on(recipe, splits, names, lm, compile_each)
-    check_resumed(optuna_study, meaning)
+    optuna_study = open_study(name, storage, names, seed=t.seed, heartbeat=t.heartbeat, grid=grid)
+    check_resumed(optuna_study, _scored_on(recipe, splits, names, lm, t.compile_each))
     _tune(
         optuna_study,
-        trials,
+        t.trials,
         program_name=program,
         retriever=splits.retriever,
         trainset=splits.train.examples,
         devset=splits.dev.examples,
         objectives=names,
-        compile_each=compile_each,
-        optimizer=optimizer,
+        compile_each=t.compile_each,
+        optimizer=t.optimizer,
         metric=names[0],
-        seed=seed,
+        seed=t.seed,
         lm=lm,
     )
-    chosen = pick(optuna_study, pick_rule)
+    chosen = pick(optuna_study, t.pick_rule)
     result = TuneResult(optuna_study, name, storage, names, chosen)
     if out is not None:
-        result.artifact = export_trial(result, recipe, splits, lm, pick_rule, out, compile_each)
+        result.artifact = export_trial(result, recipe, splits, lm, t.pick_rule, out, t.compile_each)
     return result
 
 

@@ -44,6 +44,7 @@ from netcast.cli.options import (
     other_lm,
 )
 from netcast.errors import NetcastError
+from netcast.optimize.settings import TuneSettings
 from netcast.render import (
     console,
     print_table,
@@ -382,16 +383,20 @@ def _print_compiled(result: Any, columns: dict[str, Any], out: Path, teacher: st
 def tune(
     program: Annotated[str, typer.Option(help="strategy name")] = "basic",
     dataset: Annotated[str, typer.Option(help="dataset name or .jsonl")] = "hotpotqa-sample",
-    trials: Annotated[int, typer.Option(help="finished trials the study should hold", min=1)] = 6,
+    trials: Annotated[
+        int, typer.Option(help="finished trials the study should hold", min=1)
+    ] = TuneSettings.trials,
     objectives: Annotated[
         str, typer.Option(help="quality[,cost]: f1,cost | f1,calls | em")
-    ] = "f1,cost",
-    compile_each: Annotated[bool, typer.Option(help="compile every trial's program")] = False,
-    optimizer: Annotated[str, typer.Option(help="with --compile-each")] = "bootstrap",
-    train_split: Annotated[str, typer.Option()] = "train",
-    dev_split: Annotated[str, typer.Option()] = "dev",
-    train_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
-    dev_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
+    ] = TuneSettings.objectives,
+    compile_each: Annotated[
+        bool, typer.Option(help="compile every trial's program")
+    ] = TuneSettings.compile_each,
+    optimizer: Annotated[str, typer.Option(help="with --compile-each")] = TuneSettings.optimizer,
+    train_split: Annotated[str, typer.Option()] = TuneSettings.train_split,
+    dev_split: Annotated[str, typer.Option()] = TuneSettings.dev_split,
+    train_limit: Annotated[Optional[int], typer.Option()] = TuneSettings.train_limit,  # noqa: UP045
+    dev_limit: Annotated[Optional[int], typer.Option()] = TuneSettings.dev_limit,  # noqa: UP045
     model: ModelOpt = None,
     retriever: SearchOpt = None,
     index: IndexOpt = None,
@@ -405,12 +410,14 @@ def tune(
     study: Annotated[Optional[str], typer.Option(help="study name")] = None,  # noqa: UP045
     pick_rule: Annotated[
         str, typer.Option("--pick", help="best-quality | knee | max-quality-under-cost=X")
-    ] = "knee",
+    ] = TuneSettings.pick_rule,
     out: Annotated[
         Optional[Path], typer.Option(help="export the picked trial as an artifact")  # noqa: UP045
     ] = None,
-    seed: Annotated[int, typer.Option()] = 0,
-    heartbeat: Annotated[int, typer.Option(help="seconds; stale trials are retried", min=1)] = 30,
+    seed: Annotated[int, typer.Option()] = TuneSettings.seed,
+    heartbeat: Annotated[
+        int, typer.Option(help="seconds; stale trials are retried", min=1)
+    ] = TuneSettings.heartbeat,
     api_base: ApiBaseOpt = None,
     retries: RetriesOpt = None,
     timeout: TimeoutOpt = None,
@@ -422,13 +429,7 @@ def tune(
     from netcast.retrievers.store import kind_for_index
 
     get_program(program)
-    retriever = kind_for_index(retriever, index)
-    if out is not None:
-        check_output_directory(out, "recipe.json", "artifact")
-    result = run_tuning(
-        program,
-        dataset,
-        options.command_lm(model, api_base, retries, timeout=timeout),
+    settings = TuneSettings(
         trials=trials,
         objectives=objectives,
         compile_each=compile_each,
@@ -437,15 +438,18 @@ def tune(
         dev_split=dev_split,
         train_limit=train_limit,
         dev_limit=dev_limit,
-        retriever=retriever,
-        index=index,
+        retriever=kind_for_index(retriever, index),
+        index=str(index) if index is not None else None,
         storage=storage,
         study=study,
         pick_rule=pick_rule,
-        out=out,
         seed=seed,
         heartbeat=heartbeat,
     )
+    if out is not None:
+        check_output_directory(out, "recipe.json", "artifact")
+    lm = options.command_lm(model, api_base, retries, timeout=timeout)
+    result = run_tuning(program, dataset, lm, settings, out)
     print_table(study_table(result))
     if result.artifact is not None:
         console.print(

@@ -188,6 +188,7 @@ def test_a_reply_without_a_verdict_validates_nothing(monkeypatch, bm25):
 def test_a_failed_tuning_trial_is_recorded_and_requeued_with_the_same_knobs(tmp_path):
     from optuna.trial import TrialState
 
+    from netcast.optimize.settings import TuneSettings
     from netcast.optimize.tune import run_tuning
 
     state = {"up": False}
@@ -198,21 +199,21 @@ def test_a_failed_tuning_trial_is_recorded_and_requeued_with_the_same_knobs(tmp_
         return {"reasoning": "It says so.", "answer": "Paris"}
 
     lm = dspy.LM("scripted/fake", engine=ScriptedEngine(server), cache=False, num_retries=0)
-    args = {
-        "trials": 1,
-        "objectives": "f1",
-        "train_limit": 1,
-        "dev_limit": 1,
-        "storage": f"sqlite:///{tmp_path / 'tune.db'}",
-        "study": "dying",
-    }
+    settings = TuneSettings(
+        trials=1,
+        objectives="f1",
+        train_limit=1,
+        dev_limit=1,
+        storage=f"sqlite:///{tmp_path / 'tune.db'}",
+        study="dying",
+    )
     with pytest.raises(ModelCallError) as failed:
-        run_tuning("basic", "hotpotqa-sample", lm, **args)
+        run_tuning("basic", "hotpotqa-sample", lm, settings)
     message = str(failed.value)
     assert "\n" not in message and "trial 0 failed calling scripted/fake" in message
     assert "recorded FAIL and re-queued with the same knobs" in message
     state["up"] = True
-    result = run_tuning("basic", "hotpotqa-sample", lm, **args)  # the same command again
+    result = run_tuning("basic", "hotpotqa-sample", lm, settings)  # the same command again
     trials = result.study.get_trials(deepcopy=False)
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
     assert trials[1].params == trials[0].params and trials[1].system_attrs["failed_trial"] == 0

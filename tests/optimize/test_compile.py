@@ -12,6 +12,7 @@ from helpers import ScriptedEngine, last_question
 from netcast.artifacts import read_artifact, save_artifact
 from netcast.errors import InputError
 from netcast.optimize.compile import compile_program, make_optimizer
+from netcast.optimize.settings import TuneSettings
 from netcast.optimize.tune import retune_knobs, run_tuning
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 from netcast.programs import BasicRAG
@@ -139,17 +140,14 @@ def test_the_compiled_window_is_recorded_and_a_loaded_artifact_runs_with_it(
 def test_a_tuned_artifact_records_the_window_too(scripted_lm, qa_file, tmp_path):
     lm, engine = scripted_lm(answer)
     engine.n_ctx = 16384
-    run_tuning(
-        "basic",
-        qa_file,
-        lm,
+    settings = TuneSettings(
         trials=1,
         objectives="f1",
         train_limit=6,
         dev_limit=4,
         storage=f"sqlite:///{tmp_path / 'tune.db'}",
-        out=tmp_path / "tuned",
     )
+    run_tuning("basic", qa_file, lm, settings, out=tmp_path / "tuned")
     assert read_artifact(tmp_path / "tuned")[0]["model"]["lm_kwargs"] == {"n_ctx": 16384}
 
 
@@ -164,15 +162,10 @@ def test_a_study_resumed_under_other_settings_is_refused(scripted_lm, qa_file, t
     storage = f"sqlite:///{tmp_path / 'tune.db'}"
 
     def tune(dev_limit, trials):
-        return run_tuning(
-            "basic",
-            qa_file,
-            lm,
-            trials=trials,
-            objectives="f1",
-            dev_limit=dev_limit,
-            storage=storage,
+        settings = TuneSettings(
+            trials=trials, objectives="f1", dev_limit=dev_limit, storage=storage
         )
+        return run_tuning("basic", qa_file, lm, settings)
 
     first = tune(4, 1)
     asked = len(engine.prompts)
