@@ -79,6 +79,7 @@ def main() -> None:
 
 def plot(points: list, lines: list, png: Path) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -99,7 +100,9 @@ def plot(points: list, lines: list, png: Path) -> None:
             color="dimgray",
         )
     ax.set_xscale("log")
+    ax.set_xlim(70, 1300)  # room up to the 1,003 bundled training questions
     ax.set_xticks(xs, [str(x) for x in xs])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("training questions")
     ax.set_ylabel("F1 on the same dev questions")
     ax.legend(loc="lower right", fontsize=8)
