@@ -8,6 +8,7 @@ same way whichever it is; a new optimizer is one ``Optimizer`` subclass, registe
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,7 @@ class Setup:
     judge_lm: Any = None  # --metric judge's judge (None: the compiled model)
 
 
-class Optimizer:
+class Optimizer(ABC):
     """One optimizer of the registry; a subclass says what its own optimizer does differently.
 
     ``read`` turns a recipe's ``optimizer.settings`` into the settings object (``to_dict``
@@ -83,11 +84,13 @@ class Optimizer:
     named: bool = True
     searches: bool = False
 
+    @abstractmethod
     def read(self, values: Mapping[str, Any]) -> Any:
-        raise NotImplementedError
+        """A recipe's ``optimizer.settings`` as this optimizer's settings object."""
 
+    @abstractmethod
     def build(self, settings: Any, setup: Setup) -> Teleprompter:
-        raise NotImplementedError
+        """The teleprompter these settings configure."""
 
     def student(self, recipe: Recipe, retriever: Any, lm: Any) -> Any:
         return build_program(recipe.program, retriever, recipe.knobs, lm=lm)

@@ -35,11 +35,8 @@ def _current_names(
     (``read_knobs``: the program's ``stored_knobs``; a knob saved under an alias, e.g. basic's
     ``top_k`` before it was ``k``, is the same run)."""
     knobs = stored.get("knobs")
-    if read_knobs is None or stored.get("program") != info.get("program"):
-        return stored
-    if not isinstance(knobs, dict):
-        return stored
-    return {**stored, "knobs": read_knobs(knobs)}
+    same = read_knobs is not None and stored.get("program") == info.get("program")
+    return {**stored, "knobs": read_knobs(knobs)} if same and isinstance(knobs, dict) else stored
 
 
 def read_rows(path: Path) -> tuple[list[dict[str, Any]], int]:
