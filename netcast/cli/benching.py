@@ -183,7 +183,9 @@ def report(
             "--markdown", help="with --spec: the docs' table of the specs (--view), in markdown"
         ),
     ] = False,
-    view: Annotated[str, typer.Option(help="with --markdown: rows | race | headline")] = "rows",
+    view: Annotated[
+        str, typer.Option(help="with --markdown: rows | race | headline | paper")
+    ] = "rows",
     write: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(

@@ -12,7 +12,9 @@ committed page to what its commands print.
 Views (``--view``): ``rows`` (each row of the specs but those of earlier code, best F1 first; a
 model column, the spec's ``model``, where there are several specs), ``race`` (each spec's
 strategy race: its size, its winner on the spec's questions) and ``headline`` (each spec's
-``basic`` at its defaults, its best compiled row and the gold-passage reference)."""
+``basic`` at its defaults, its best compiled row and the gold-passage reference), ``paper``
+(Fishing for Answers' strategies, each untuned and at its best fine-tuned row, beside the
+paper's own figures)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from netcast.specs.model import Spec
 from netcast.specs.report import GOLD, summary_rows
 from netcast.specs.tables import spec_results
 
-VIEWS = ("rows", "race", "headline")
+VIEWS = ("rows", "race", "headline", "paper")
 BLOCK = re.compile(
     r"^<!-- (netcast report [^\n]*?) -->\n(.*?)^<!-- /netcast report -->$", re.M | re.S
 )
@@ -143,9 +145,54 @@ def headline_table(specs: Sequence[Spec]) -> list[str]:
     return markdown_table(columns, cells)
 
 
+def paper_table(specs: Sequence[Spec]) -> list[str]:
+    """Fishing for Answers' main comparison on each spec's questions: each of the paper's
+    strategies (``fishing_for_answers.MAIN_TABLE``) at its defaults and at its best fine-tuned
+    row (``best_compiled`` among the spec's artifacts of that program made by ``finetune``),
+    F1 against ``basic`` (top-5) and the tuned row against the untuned one, beside the paper's
+    judge score and its gain over top-5."""
+    from netcast.specs.papers.fishing_for_answers import MAIN_TABLE
+
+    columns = ["strategy", "paper", "paper vs top-5", "n", "untuned F1 [95% CI]"]
+    columns += ["untuned vs top-5 [95% CI]", "tuned row", "tuned F1 [95% CI]"]
+    columns += ["tuned vs top-5 [95% CI]", "p"]
+    columns += ["vs untuned [95% CI]", "p"]
+    top5 = MAIN_TABLE["basic"][1]
+    cells = []
+    for spec in specs:
+        rows = _rows(spec)
+        if "basic" not in rows:
+            continue
+        for program, (label, score) in MAIN_TABLE.items():
+            untuned = rows.get(program)
+            tuned_names = [
+                e.name for e in spec.file.compiled
+                if e.program == program and e.optimizer == "finetune"
+            ]  # fmt: skip
+            tuned = best_compiled(rows, tuned_names)
+            if untuned is None and tuned is None:
+                continue
+            paper = "-" if score is None else f"{score:.1f}"
+            gain = "-" if score is None or top5 is None else f"{score - top5:+.1f}"
+            cells.append(
+                [label, paper, "-" if program == "basic" else gain,
+                 str((untuned or tuned)["n"]),
+                 fmt_ci(untuned["f1"]) if untuned else "not run",
+                 fmt_diff(untuned["diff_vs_basic"]) if untuned and program != "basic" else "-",
+                 tuned["program"] if tuned else "not run",
+                 fmt_ci(tuned["f1"]) if tuned else "-",
+                 fmt_diff(tuned["diff_vs_basic"]) if tuned else "-",
+                 fmt_p(tuned["p_vs_basic"]) if tuned else "-",
+                 fmt_diff(tuned["diff_vs_uncompiled"]) if tuned else "-",
+                 fmt_p(tuned["p_vs_uncompiled"]) if tuned else "-"]
+            )  # fmt: skip
+    return markdown_table(columns, cells)
+
+
 def docs_table(specs: Sequence[Spec], view: str = "rows") -> str:
     """The ``view`` table of ``specs`` in markdown (no blank line after it)."""
     views = {"rows": rows_table, "race": race_table, "headline": headline_table}
+    views["paper"] = paper_table
     if view not in views:
         raise InputError(f"unknown --view {view!r}; choose one of {', '.join(VIEWS)}")
     return "\n".join(views[view](specs)).rstrip("\n")

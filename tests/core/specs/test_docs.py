@@ -69,3 +69,40 @@ def test_the_headline_best_skips_a_row_scored_on_part_of_the_questions():
     rows["c"] = r("c", 150, 0.369)
     assert best_compiled(rows, ["b", "a", "c"])["program"] == "a"
     assert best_compiled(rows, ["b", "missing"]) is None
+
+
+def test_the_paper_view_sets_each_strategy_untuned_and_tuned_beside_the_papers_figure(
+    monkeypatch,
+):
+    """Fishing for Answers' strategies: the untuned row, the best fine-tuned artifact of the
+    same program scored on every question (not a joint compile, not a row half filled), the
+    paper's judge score and its gain over top-5; a strategy with no row is left out."""
+    from types import SimpleNamespace
+
+    from netcast.specs import docs
+
+    def r(name, f1, n=150):
+        return {"program": name, "n": n, "f1": (f1, f1 - 0.1, f1 + 0.1),
+                "diff_vs_basic": (f1 - 0.3, f1 - 0.35, f1 - 0.25), "p_vs_basic": 0.01,
+                "diff_vs_uncompiled": (0.111, 0.05, 0.15), "p_vs_uncompiled": 0.02}  # fmt: skip
+
+    rows = {n: r(n, f) for n, f in [("basic", 0.3), ("one_shot", 0.29), ("iterative", 0.23)]}
+    rows |= {"os-a": r("os-a", 0.40), "os-b": r("os-b", 0.45), "os-joint": r("os-joint", 0.5)}
+    rows["os-part"] = r("os-part", 0.6, n=20)
+    made = [("os-a", "finetune"), ("os-b", "finetune"), ("os-joint", "joint")]
+    made += [("os-part", "finetune")]
+    compiled = [SimpleNamespace(name=n, program="one_shot", optimizer=o) for n, o in made]
+    monkeypatch.setattr(docs, "_rows", lambda spec: rows)
+    spec = SimpleNamespace(file=SimpleNamespace(compiled=compiled))
+    lines = docs.paper_table([spec])
+
+    def line(label):
+        return [c.strip() for c in next(x for x in lines if x.startswith(f"| {label}")).split("|")]
+
+    one_shot = line("One-SHOT")
+    assert one_shot[2:6] == ["87.5", "+6.5", "150", "0.290 [0.190, 0.390]"]
+    assert one_shot[6:9] == ["-0.010 [-0.060, +0.040]", "os-b", "0.450 [0.350, 0.550]"]
+    assert one_shot[11] == "+0.111 [+0.050, +0.150]"
+    assert line("iterative")[7] == "not run"
+    assert line("Basic RAG")[2:4] == ["81.0", "-"]
+    assert not any(x.startswith("| combined") for x in lines)
