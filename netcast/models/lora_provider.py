@@ -439,6 +439,8 @@ def finetune(
             "gradient_checkpointing": plan.checkpointed,
         },
     )
+    del base, tuned  # the model and its LoRA: the rows that follow need the memory back
+    training.release_memory()
     return lora.tuned_model_id(spec, record.sha256)
 
 
