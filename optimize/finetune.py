@@ -63,6 +63,16 @@ class TrainingSettings(Settings):
             provider.TrainSettings.of(dict(train))
         return super().read(values, what)
 
+    @classmethod
+    def of_flat(cls, values: Mapping[str, Any]):
+        """Flat settings (``--finetune-set``'s pairs, a spec's ``finetune_set``) as these: a
+        training setting (``TrainSettings``) goes to ``train``, the others are the
+        optimizer's own; an unknown name is one line naming the known ones."""
+        names = {f.name for f in dataclasses.fields(provider.TrainSettings)}
+        train = {k: v for k, v in values.items() if k in names}
+        own = {k: v for k, v in values.items() if k not in names}
+        return cls.read({**own, **({"train": train} if train else {})})
+
     def check(self) -> None:
         provider.TrainSettings.of(dataclasses.asdict(self.train))
 
@@ -420,11 +430,6 @@ def record(recipe: Any, tele: FinetuneCompile) -> dict[str, Any]:
     return entry
 
 
-def read_entry(values: Mapping[str, Any], better_together: bool) -> FinetuneSettings:
-    cls = BetterTogetherSettings if better_together else FinetuneSettings
-    return cls.read(values)
-
-
 def check(settings: TrainingSettings, recipe: Any, trainset: Sequence) -> None:
     """Refused before any model call: settings out of range; better-together selecting on
     held-out training questions with fewer than 2 of them; too few training questions for
@@ -445,29 +450,6 @@ def check(settings: TrainingSettings, recipe: Any, trainset: Sequence) -> None:
             f"most {len(questions) * most} example(s), fewer than min_examples={needed}; give "
             "more (--train-limit, --train-split) or lower --finetune-set min_examples=N"
         )
-
-
-def settings_from_pairs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``--finetune-set`` pairs (``epochs=2``, ``strategy=p -> w``) as a recipe's settings: a
-    training setting (``TrainSettings``) goes under ``train``, the others at the top; values
-    read as JSON where they parse. An unknown name is refused when the recipe is made."""
-    from netcast.programs.knobs import parse_pairs
-
-    return settings_from(parse_pairs(list(pairs)))
-
-
-def settings_from(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Flat finetune settings (a spec's ``finetune_set``, ``--finetune-set``'s pairs) as a
-    recipe holds them: a training setting (``TrainSettings``) under ``train``, the others at
-    the top. An unknown name is refused when the recipe is made."""
-    train = {f.name for f in dataclasses.fields(provider.TrainSettings)}
-    settings: dict[str, Any] = {}
-    for key, value in values.items():
-        if key in train:
-            settings.setdefault("train", {})[key] = value
-        else:
-            settings[key] = value
-    return settings
 
 
 class AnnotationFinetune(Teleprompter):

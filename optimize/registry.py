@@ -30,12 +30,14 @@ from netcast.optimize.compile import (
     selection_sets,
 )
 from netcast.optimize.joint import JointCompile, check_search, joint_study
-from netcast.optimize.race import StrategyRace, candidates, check_race, race_programs
+from netcast.optimize.race import StrategyRace, candidates, check_race, is_race, race_programs
 from netcast.optimize.settings import (
     AnnotationSettings,
+    DSPySettings,
     JointSettings,
     RaceSettings,
     SearchSettings,
+    Settings,
 )
 from netcast.session import build_program
 
@@ -78,15 +80,17 @@ class Optimizer(ABC):
     default to the ones ``--teacher`` names). ``check_model(lm, settings)`` refuses a model
     it cannot run with (or this machine cannot run it with), before any model call;
     ``files(teleprompter)``, the files the artifact holds beside the program (by their name
-    there)."""
+    there). ``settings_type``: its settings object, which the command line and a spec build
+    (``SearchSettings.of_search``, ``TrainingSettings.of_flat``) and the recipe stores."""
 
     name: str = ""
     named: bool = True
     searches: bool = False
+    settings_type: type[Settings] = Settings
 
-    @abstractmethod
     def read(self, values: Mapping[str, Any]) -> Any:
         """A recipe's ``optimizer.settings`` as this optimizer's settings object."""
+        return self.settings_type.read(values)
 
     @abstractmethod
     def build(self, settings: Any, setup: Setup) -> Teleprompter:
@@ -141,6 +145,18 @@ def optimizer_for(recipe: Recipe) -> Optimizer:
     return get_optimizer(entry_name(recipe.optimizer.name, recipe.teacher))
 
 
+def compile_optimizer(program: str, optimizer: str, teacher: str) -> Optimizer:
+    """The entry a compile of ``program`` with ``--optimizer`` and ``--teacher`` runs (and
+    whose settings its recipe holds): the race for several programs or ``auto``, the
+    annotation finetune for ``finetune`` with ``--teacher annotations``; a bootstrap from
+    annotations keeps the bootstrap's settings (``optimizer_for`` runs the teacher)."""
+    if is_race(program):
+        return get_optimizer("race")
+    if teacher == "annotations" and optimizer == "finetune":
+        return get_optimizer(entry_name(optimizer, teacher))
+    return get_optimizer(optimizer)
+
+
 def entry_name(optimizer: str, teacher: str) -> str:
     """The registry entry ``--optimizer`` and ``--teacher`` choose."""
     if teacher == "annotations":
@@ -154,10 +170,12 @@ class DSPyOptimizerEntry(Optimizer):
     """DSPy's optimizer ``name`` (``optimize.compile.DSPY``): its keyword arguments, defaults
     filled in, and DSPy's own teleprompter (``DSPyCompile``)."""
 
+    settings_type = DSPySettings
+
     def __init__(self, name: str):
         self.name = name
 
-    def read(self, values: Mapping[str, Any]) -> Any:
+    def read(self, values: Mapping[str, Any]) -> DSPySettings:
         return dspy_settings(self.name, values)
 
     def build(self, settings: Any, setup: Setup) -> Teleprompter:
@@ -182,6 +200,7 @@ class Annotations(Optimizer):
     the teacher takes none."""
 
     name, named = "annotations", False
+    settings_type = AnnotationSettings
 
     def read(self, values: Mapping[str, Any]) -> AnnotationSettings:
         return AnnotationSettings()
@@ -209,9 +228,7 @@ class Joint(Optimizer):
     (any budget, any rule among ties) goes on where it stopped."""
 
     name, searches = "joint", True
-
-    def read(self, values: Mapping[str, Any]) -> JointSettings:
-        return JointSettings.read(values)
+    settings_type = JointSettings
 
     def build(self, settings: JointSettings, setup: Setup) -> JointCompile:
         study = None
@@ -252,9 +269,7 @@ class Race(Optimizer):
     race. Its arms' rows wait in a workspace beside the artifact until the race is complete."""
 
     name, named, searches = "race", False, True
-
-    def read(self, values: Mapping[str, Any]) -> RaceSettings:
-        return RaceSettings.read(values)
+    settings_type = RaceSettings
 
     def build(self, settings: RaceSettings, setup: Setup) -> StrategyRace:
         return StrategyRace(
@@ -317,11 +332,10 @@ class Finetune(WeightTuning):
     BetterTogether (``better-together``: prompts, then weights, then prompts)."""
 
     def __init__(self, better_together: bool):
-        self.better_together = better_together
         self.name = "better-together" if better_together else "finetune"
-
-    def read(self, values: Mapping[str, Any]) -> finetune.FinetuneSettings:
-        return finetune.read_entry(values, self.better_together)
+        self.settings_type = (
+            finetune.BetterTogetherSettings if better_together else finetune.FinetuneSettings
+        )
 
     def build(self, settings: finetune.FinetuneSettings, setup: Setup) -> Teleprompter:
         return finetune.FinetuneCompile(
@@ -341,9 +355,7 @@ class AnnotationFinetune(WeightTuning):
     the data's annotations (no model call to make them)."""
 
     name, named = "finetune-annotations", False
-
-    def read(self, values: Mapping[str, Any]) -> finetune.AnnotationFinetuneSettings:
-        return finetune.AnnotationFinetuneSettings.read(values)
+    settings_type = finetune.AnnotationFinetuneSettings
 
     def build(self, settings: Any, setup: Setup) -> Teleprompter:
         return finetune.AnnotationFinetune(

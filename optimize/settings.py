@@ -20,8 +20,12 @@ from netcast.formats import describe
 DEMO_SOURCES = ("none", "annotations", "bootstrap")
 TIES = ("nearest", "best")  # among trials the test cannot tell apart from the best
 PER_STEP = 2  # annotation demonstrations per step (each holds a whole context: the window is small)
+# the demonstration sources a search tries where its settings name none, by ``--teacher``: the
+# model's own traces or the training data's annotations, each beside none at all
+TEACHER_DEMOS = {"model": ("none", "bootstrap"), "annotations": ("none", "annotations")}
 
 S = TypeVar("S", bound="Settings")
+SS = TypeVar("SS", bound="SearchSettings")
 
 
 class Settings:
@@ -66,13 +70,42 @@ class SearchSettings(Settings):
     ``demos``: the demonstration sources searched; ``share``: the training questions that
     score the candidates (the validation fold; demonstrations come from the rest); ``alpha``:
     the paired test that tells a candidate from another; ``per_step``: demonstrations drawn
-    per step."""
+    per step. ``demos`` None stands for the compile's teacher's sources (``TEACHER_DEMOS``),
+    which ``for_teacher`` fills in when the recipe is made: a recipe always names them."""
 
     budget: int | None = None
-    demos: tuple[str, ...] = ("none", "annotations")
+    demos: tuple[str, ...] | None = None
     share: float = 0.6
     alpha: float = 0.1
     per_step: int = PER_STEP
+
+    @classmethod
+    def of_search(
+        cls: type[SS],
+        budget: int | None = None,
+        grid: Mapping[str, list[Any]] | None = None,
+        ties: str | None = None,
+    ) -> SS:
+        """The settings a search's options give (``netcast compile``'s ``--budget``,
+        ``--grid`` and ``--ties``, a spec's ``budget``, ``grid`` and ``ties``): the grid's
+        ``demos`` are the demonstration sources, its other knobs the values tried (checked
+        against the program when the compile starts); what this search does not read (a
+        race's grid or ties) is refused in one line."""
+        values = dict(grid or {})
+        given: dict[str, Any] = {"budget": budget}
+        if "demos" in values:
+            given["demos"] = tuple(str(v) for v in values.pop("demos"))
+        if values:
+            given["grid"] = values
+        if ties is not None:
+            given["ties"] = ties
+        return cls.read(given)
+
+    def for_teacher(self: SS, teacher: str) -> SS:
+        """These settings with ``demos`` named: as given, else the ``teacher``'s sources."""
+        if self.demos is not None:
+            return self
+        return dataclasses.replace(self, demos=TEACHER_DEMOS[teacher])
 
 
 @dataclass(frozen=True)

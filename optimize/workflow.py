@@ -30,7 +30,8 @@ from netcast.models import decoding_info, make_lm, model_name, token_counter
 from netcast.models.factory import check_questions, preflight
 from netcast.optimize.compile import demo_report
 from netcast.optimize.race import is_race
-from netcast.optimize.registry import Setup, entry_name, get_optimizer, optimizer_for
+from netcast.optimize.registry import Setup, compile_optimizer, optimizer_for
+from netcast.optimize.settings import Settings
 from netcast.session import (
     build_program,
     gold_by_title,
@@ -44,8 +45,6 @@ UNJUDGED = (
     "give f1 or em"
 )
 TEACHERS = ("model", "annotations")
-# the demonstration sources a search of them (the joint compile, the race) tries by default
-TEACHER_DEMOS = {"model": ["none", "bootstrap"], "annotations": ["none", "annotations"]}
 
 
 def index_entry(index: str | Path | None) -> dict[str, str]:
@@ -247,7 +246,7 @@ def make_recipe(
     train_limit: int | None = None,
     dev_limit: int | None = None,
     optimizer: str = "bootstrap",
-    optimizer_settings: dict[str, Any] | None = None,
+    optimizer_settings: Settings | None = None,
     metric: str = "f1",
     model: str | None = None,
     teacher_model: str | None = None,
@@ -258,8 +257,9 @@ def make_recipe(
     index: str | Path | None = None,
     judge_model: str | None = None,
 ) -> Recipe:
-    """A compile's recipe, its optimizer's settings filled in with their defaults
-    (``optimize.registry``). ``teacher`` is where demonstrations come from: ``model`` (the
+    """A compile's recipe. ``optimizer_settings``: the settings object of the optimizer the
+    compile runs (``registry.compile_optimizer``'s ``settings_type``; None: its defaults; a
+    search's demonstration sources, unset, are the teacher's), written into the recipe. ``teacher`` is where demonstrations come from: ``model`` (the
     model's, or ``teacher_model``'s, successful traces) or ``annotations`` (the training
     data's own, ``optimize.annotations``). The ``joint`` optimizer searches the knobs not given
     in ``knobs`` together with the demonstration sources its settings name; several programs
@@ -267,9 +267,8 @@ def make_recipe(
     ``judge`` (None: the compiled model)."""
     if teacher not in TEACHERS:
         raise InputError(f"unknown teacher {teacher!r}; choose one of {', '.join(TEACHERS)}")
-    if is_race(program):
-        optimizer = "race"
-    entry = get_optimizer(optimizer)
+    entry = compile_optimizer(program, optimizer, teacher)
+    optimizer = "race" if is_race(program) else optimizer
     if teacher == "annotations" and not (optimizer in ("bootstrap", "finetune") or entry.searches):
         raise InputError(
             "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
@@ -281,11 +280,14 @@ def make_recipe(
             "--teacher-model: --teacher annotations takes its demonstrations from the training "
             "data, no model's traces; drop one of them"
         )
-    if teacher == "annotations" and optimizer == "finetune":
-        entry = get_optimizer(entry_name(optimizer, teacher))
-    given = dict(optimizer_settings or {})
+    settings = entry.read({}) if optimizer_settings is None else optimizer_settings
+    if type(settings) is not entry.settings_type:
+        raise InputError(
+            f"optimizer {entry.name}: its settings are {entry.settings_type.__name__}, not "
+            f"{type(settings).__name__}"
+        )
     if entry.searches:
-        given = {"demos": TEACHER_DEMOS[teacher], **given}
+        settings = settings.for_teacher(teacher)
     recipe = {
         "program": program,
         "knobs": knobs,
@@ -298,7 +300,7 @@ def make_recipe(
             "dev_limit": dev_limit,
             "select_on": select_on,
         },
-        "optimizer": {"name": optimizer, "settings": entry.read(given).to_dict()},
+        "optimizer": {"name": optimizer, "settings": settings.to_dict()},
         "metric": metric,
         "model": {"name": model_name(model), "lm_kwargs": {}},
         "teacher_model": teacher_model,

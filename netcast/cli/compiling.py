@@ -39,7 +39,6 @@ from netcast.cli.options import (
     TrainLimitOpt,
     TrainSplitOpt,
     given,
-    joint_settings_of,
     knob_values,
     other_lm,
 )
@@ -208,9 +207,9 @@ def _compile_recipe_of(
     ``--ties``, and a finetune's from ``tuning`` (``--finetune-set``)."""
     from netcast.optimize.compile import METRICS
     from netcast.optimize.race import is_race
-    from netcast.optimize.registry import get_optimizer, optimizer_names
+    from netcast.optimize.registry import compile_optimizer, get_optimizer, optimizer_names
     from netcast.optimize.workflow import make_recipe
-    from netcast.programs.knobs import parse_pairs
+    from netcast.programs.knobs import parse_grid, parse_pairs
 
     if optimizer not in optimizer_names():
         choices = ", ".join(optimizer_names())
@@ -225,13 +224,14 @@ def _compile_recipe_of(
     if (budget is not None or ties is not None) and not searching:
         option = "--budget" if budget is not None else "--ties"
         raise NetcastError(f"{option} configures a search: add --optimizer joint or --program auto")
-    settings = joint_settings_of(budget, grid, ties) if searching else None
-    if tuning:
-        if optimizer not in ("finetune", "better-together"):
-            raise NetcastError("--finetune-set configures --optimizer finetune or better-together")
-        from netcast.optimize.finetune import settings_from_pairs
-
-        settings = settings_from_pairs(tuning)
+    if tuning and optimizer not in ("finetune", "better-together"):
+        raise NetcastError("--finetune-set configures --optimizer finetune or better-together")
+    kind = compile_optimizer(program, optimizer, fields.get("teacher", "model")).settings_type
+    settings = None
+    if searching:
+        settings = kind.of_search(budget, parse_grid(grid or []), ties)
+    elif tuning:
+        settings = kind.of_flat(parse_pairs(tuning))
     return make_recipe(
         program=program,
         knobs=parse_pairs(pairs or []) if racing else knob_values(pairs, program),

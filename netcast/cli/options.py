@@ -270,18 +270,6 @@ def knob_values(pairs: list[str] | None, program: str) -> dict[str, Any]:
     return knobs
 
 
-def joint_settings_of(
-    budget: int | None, pairs: list[str] | None, ties: str | None
-) -> dict[str, Any]:
-    """The joint optimizer's settings from ``--budget``, ``--grid`` (``demos=`` names the
-    demonstration sources; the knobs' values are checked when the compile starts) and
-    ``--ties``."""
-    from netcast.programs.knobs import parse_grid
-    from netcast.specs.spec import joint_settings
-
-    return joint_settings(budget, parse_grid(pairs or []), ties)
-
-
 def print_failed(result: Any, lm: Any) -> None:
     """One line: how many questions failed calling which endpoint, what is saved, resume."""
     from rich.markup import escape

@@ -272,33 +272,14 @@ def missing(spec: Spec, rows: Sequence[str]) -> list[str]:
     return [r for r in rows if not wanted <= saved(r)]
 
 
-def joint_settings(
-    budget: int | None, grid: dict[str, list[Any]], ties: str | None = None
-) -> dict[str, Any]:
-    """A joint compile's (or a race's) optimizer settings: its budget of model calls, the rule
-    among ties (None: the optimizer's default), the demonstration sources (the grid's
-    ``demos``) and the values tried for each other knob the grid names (checked when the
-    compile starts)."""
-    from netcast.optimize.settings import TIES
-
-    if ties is not None and ties not in TIES:
-        raise InputError(f"unknown --ties {ties!r}; choose one of {', '.join(TIES)}")
-    values = dict(grid)
-    settings: dict[str, Any] = {"budget": budget} | ({"ties": ties} if ties else {})
-    if "demos" in values:
-        settings["demos"] = [str(v) for v in values.pop("demos")]
-    if values:
-        settings["grid"] = values
-    return settings
-
-
 def compile_entry(
     spec: Spec, entry: CompiledEntry, make: MakeLM, threads: int = 1, progress: bool = True
 ) -> Path | None:
     """Compile ``entry``'s artifact with its options unless it exists (a committed artifact is
     reused as it is); the path compiled, or None."""
-    from netcast.optimize.finetune import settings_from
-    from netcast.optimize.race import is_race
+    from netcast.optimize.finetune import TrainingSettings
+    from netcast.optimize.registry import compile_optimizer
+    from netcast.optimize.settings import SearchSettings
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 
     out = Path(entry.artifact)
@@ -310,7 +291,13 @@ def compile_entry(
         recompile(entry.source, model, out, lm=lm, threads=threads, progress=progress)
         return out
     program = entry.program or ""
-    searched = entry.optimizer == "joint" or is_race(program)
+    kind = compile_optimizer(program, entry.optimizer, entry.teacher).settings_type
+    if issubclass(kind, SearchSettings):
+        settings = kind.of_search(entry.budget, entry.grid, entry.ties)
+    elif issubclass(kind, TrainingSettings):
+        settings = kind.of_flat(entry.finetune_set)
+    else:
+        settings = None
     recipe = make_recipe(
         program=program,
         knobs=dict(entry.knobs),
@@ -318,9 +305,7 @@ def compile_entry(
         train_limit=entry.train_limit,
         dev_limit=entry.dev_limit,
         optimizer=entry.optimizer,
-        optimizer_settings=joint_settings(entry.budget, entry.grid, entry.ties)
-        if searched
-        else settings_from(entry.finetune_set),
+        optimizer_settings=settings,
         metric=entry.metric,
         model=model,
         teacher_model=entry.teacher_model,

@@ -207,3 +207,31 @@ def test_a_complete_spec_runs_again_without_making_a_model(at_root, path):
             run_spec(spec, refuse, progress=False)
     else:
         assert run_spec(spec, refuse, progress=False).results == []
+
+
+RECIPES = sorted((ROOT / "benchmarks" / "results").glob("**/recipe.json"))
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=[p.parent.name for p in RECIPES])
+def test_every_committed_recipe_reads_and_writes_back_its_settings(path):
+    """A recipe's optimizer settings read into the optimizer's typed settings and written back:
+    every value it holds kept (a setting added since is written at its default; a race's
+    record of the joint compile's settings, which it never read, is dropped)."""
+    from netcast.formats import recipe_of as read_recipe
+    from netcast.optimize.registry import compile_optimizer, get_optimizer
+    from netcast.optimize.settings import RaceSettings
+
+    saved = json.loads(path.read_text())
+    recipe = read_recipe(saved)
+    optimizer, teacher = recipe.optimizer.name, recipe.teacher
+    entry = get_optimizer("race") if recipe.race else compile_optimizer("", optimizer, teacher)
+    written = entry.read(recipe.optimizer.settings).to_dict()
+    unread = RaceSettings.RECORDED_BEFORE if recipe.race else {}
+
+    def kept(mine, theirs):
+        if isinstance(theirs, dict):
+            return isinstance(mine, dict) and all(kept(mine.get(k), v) for k, v in theirs.items())
+        return mine == theirs
+
+    for key, value in saved["optimizer"]["settings"].items():
+        assert kept(written.get(key, unread.get(key)), value), key

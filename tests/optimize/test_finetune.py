@@ -17,6 +17,8 @@ from netcast.cli.app import app
 from netcast.errors import InputError, ModelFileError
 from netcast.models import embedded, lora, lora_provider, training
 from netcast.models.factory import EmbeddedLM
+from netcast.optimize.finetune import AnnotationFinetuneSettings, FinetuneSettings
+from netcast.optimize.registry import compile_optimizer
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 from netcast.session import load
 from netcast.testing import SchemaEngine
@@ -108,7 +110,9 @@ def recipe_for(
         train_limit=limit,
         dev_limit=4,
         optimizer=optimizer,
-        optimizer_settings={"train": train, **settings},
+        optimizer_settings=compile_optimizer(program, optimizer, teacher).settings_type.read(
+            {"train": train, **settings}
+        ),
         model="embedded",
         teacher=teacher,
         select_on=select_on,
@@ -776,7 +780,9 @@ def test_annotations_train_basics_answer_step_raft_style(hidden_gold_file, tmp_p
         train_limit=16,
         dev_limit=2,
         optimizer="finetune",
-        optimizer_settings={"retrieved_share": 0.5, "train": {"min_examples": 4}},
+        optimizer_settings=AnnotationFinetuneSettings.of_flat(
+            {"retrieved_share": 0.5, "min_examples": 4}
+        ),
         model="embedded",
         teacher="annotations",
     )
@@ -819,12 +825,14 @@ def test_annotations_train_basics_answer_step_raft_style(hidden_gold_file, tmp_p
 
 def test_annotation_finetune_settings_are_checked(qa_file):
     with pytest.raises(InputError, match="retrieved_share=2"):
+        AnnotationFinetuneSettings.of_flat({"retrieved_share": 2})
+    with pytest.raises(InputError, match="its settings are AnnotationFinetuneSettings, not Fine"):
         make_recipe(
             program="basic",
             knobs={},
             dataset=qa_file,
             optimizer="finetune",
-            optimizer_settings={"retrieved_share": 2},
+            optimizer_settings=FinetuneSettings(),
             teacher="annotations",
         )
     with pytest.raises(InputError, match="--teacher annotations works with"):

@@ -10,6 +10,7 @@ import pytest
 
 from netcast.artifacts import read_artifact
 from netcast.models import lora, make_lm
+from netcast.optimize.finetune import FinetuneSettings
 from netcast.optimize.workflow import compile_recipe, make_recipe
 from netcast.session import load
 from netcast.testing import SchemaEngine
@@ -44,7 +45,7 @@ def test_a_teachers_answers_tune_the_model_and_the_artifact_serves_its_adapter(t
         train_limit=8,
         dev_limit=2,
         optimizer="finetune",
-        optimizer_settings={"train": {"learning_rate": 1e-3}},
+        optimizer_settings=FinetuneSettings.of_flat({"learning_rate": 1e-3}),
         model="embedded",
     )
     lm = make_lm("embedded", cache=False)

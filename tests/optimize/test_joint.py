@@ -79,7 +79,7 @@ def joint_recipe(dataset, budget=None, **settings):
         model="scripted/fake",
         train_limit=None,
         dev_limit=3,
-        optimizer_settings={"budget": budget, **settings},  # as `netcast compile` writes it
+        optimizer_settings=JointSettings.read({"budget": budget, **settings}),
     )
 
 

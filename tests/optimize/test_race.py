@@ -218,7 +218,7 @@ def race_recipe(data, budget=None):
         optimizer="joint",
         model="scripted/fake",
         dev_limit=3,
-        optimizer_settings={"budget": budget, "demos": NONE},
+        optimizer_settings=RaceSettings.read({"budget": budget, "demos": NONE}),
     )
 
 
@@ -375,7 +375,7 @@ def test_a_race_rerun_with_another_margin_or_budget_takes_the_same_stored_rows(t
             program="basic,multihop",
             knobs={},
             dataset=capitals_file(tmp_path / "c.jsonl", 8),
-            optimizer_settings=settings,
+            optimizer_settings=RaceSettings.read(settings),
         )
         return short_hash(_trial_recipe(recipe))
 

@@ -89,7 +89,11 @@ def test_a_searchs_defaults_are_the_settings_objects_and_the_race_shares_the_joi
 )
 def test_a_race_refuses_the_joint_compiles_settings_it_would_not_read(given, message):
     with pytest.raises(InputError, match=message):
-        make_recipe(program="basic,multihop", knobs={}, dataset="x", optimizer_settings=given)
+        RaceSettings.read(given)
+    with pytest.raises(InputError, match="race: its settings are RaceSettings, not JointSettings"):
+        make_recipe(
+            program="basic,multihop", knobs={}, dataset="x", optimizer_settings=JointSettings()
+        )
     # a recipe written before, with the values it recorded unread, still reads
     old = {**RaceSettings().to_dict(), **RaceSettings.RECORDED_BEFORE}
     assert RaceSettings.read(old) == RaceSettings()
@@ -105,9 +109,26 @@ def test_a_race_refuses_the_joint_compiles_settings_it_would_not_read(given, mes
 )
 def test_a_bad_setting_is_one_line_before_any_model_call(settings, message):
     with pytest.raises(InputError, match=message):
-        make_recipe(
-            program="basic", knobs={}, dataset="x", optimizer="joint", optimizer_settings=settings
-        )
+        JointSettings.read(settings)
+
+
+def test_a_searchs_sources_default_to_its_teachers_and_the_recipe_names_them():
+    """``demos`` unset: the teacher's sources, written into the recipe (written once, in
+    TEACHER_DEMOS); set: kept, whichever the teacher."""
+
+    def demos(teacher, settings=None):
+        recipe = make_recipe(
+            program="basic", knobs={}, dataset="x", optimizer="joint",
+            teacher=teacher, optimizer_settings=settings,
+        )  # fmt: skip
+        return recipe.optimizer.settings["demos"]
+
+    assert demos("model") == ["none", "bootstrap"]
+    assert demos("annotations") == ["none", "annotations"]
+    assert demos("model", JointSettings.of_search(grid={"demos": ["none"]})) == ["none"]
+    assert JointSettings.of_search(5, {"k": [3, 5]}, "best") == JointSettings(
+        budget=5, grid={"k": [3, 5]}, ties="best"
+    )
 
 
 def test_a_joint_budget_is_checked_between_trials_a_races_before_each_chunk():

@@ -493,7 +493,7 @@ def test_a_budget_stopped_joint_compile_says_what_is_untried_and_a_larger_budget
     [
         (["--grid", "top_k=3"], "error: --grid names the values a joint compile tries"),
         (["--optimizer", "joint", "--grid", "top_k="], "error: --grid expects knob=value"),
-        (["--optimizer", "joint", "--ties", "first"], "error: unknown --ties 'first'"),
+        (["--optimizer", "joint", "--ties", "first"], "error: unknown ties rule 'first'"),
     ],
 )
 def test_grid_without_a_joint_compile_or_values_is_one_line(tmp_path, extra, message):
