@@ -259,9 +259,10 @@ def make_recipe(
 ) -> Recipe:
     """A compile's recipe. ``optimizer_settings``: the settings object of the optimizer the
     compile runs (``registry.compile_optimizer``'s ``settings_type``; None: its defaults; a
-    search's demonstration sources, unset, are the teacher's), written into the recipe. ``teacher`` is where demonstrations come from: ``model`` (the
-    model's, or ``teacher_model``'s, successful traces) or ``annotations`` (the training
-    data's own, ``optimize.annotations``). The ``joint`` optimizer searches the knobs not given
+    search's demonstration sources, unset, are the teacher's), written into the recipe.
+    ``teacher`` is where demonstrations come from: ``model`` (the model's, or
+    ``teacher_model``'s, successful traces) or ``annotations`` (the training data's own,
+    ``optimize.annotations``). The ``joint`` optimizer searches the knobs not given
     in ``knobs`` together with the demonstration sources its settings name; several programs
     (or ``auto``) are raced, each with its joint search. ``judge_model`` judges ``metric``
     ``judge`` (None: the compiled model)."""

@@ -184,7 +184,7 @@ def report(
         ),
     ] = False,
     view: Annotated[
-        str, typer.Option(help="with --markdown: rows | race | headline | paper")
+        str, typer.Option(help="with --markdown: rows | race | headline | paper | agent")
     ] = "rows",
     write: Annotated[
         Optional[Path],  # noqa: UP045

@@ -14,7 +14,8 @@ model column, the spec's ``model``, where there are several specs), ``race`` (ea
 strategy race: its size, its winner on the spec's questions) and ``headline`` (each spec's
 ``basic`` at its defaults, its best compiled row and the gold-passage reference), ``paper``
 (Fishing for Answers' strategies, each untuned and at its best fine-tuned row, beside the
-paper's own figures)."""
+paper's own figures), ``agent`` (what each agent row did: retrieval rounds, searching again
+where the first round missed a gold passage, deletions and their precision)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from netcast.specs.model import Spec
 from netcast.specs.report import GOLD, summary_rows
 from netcast.specs.tables import spec_results
 
-VIEWS = ("rows", "race", "headline", "paper")
+VIEWS = ("rows", "race", "headline", "paper", "agent")
 BLOCK = re.compile(
     r"^<!-- (netcast report [^\n]*?) -->\n(.*?)^<!-- /netcast report -->$", re.M | re.S
 )
@@ -189,10 +190,35 @@ def paper_table(specs: Sequence[Spec]) -> list[str]:
     return markdown_table(columns, cells)
 
 
+def agent_table(specs: Sequence[Spec]) -> list[str]:
+    """Each spec's agent rows (rows whose questions record turns: ``iterative``, ``combined``
+    and their compiles), by ``fishing_for_answers.agent_behaviour``."""
+    from netcast.specs.papers.fishing_for_answers import agent_behaviour
+
+    columns = ["row", "n", "F1 [95% CI]", "rounds/q", "first round missed a gold passage"]
+    columns += ["of those, searched again", "chunks deleted/q", "deletions not gold"]
+    columns += ["prompt tokens/q"]
+    cells = []
+    for spec in specs:
+        summary = _rows(spec)
+        for result in spec_results(spec):
+            if not any(r["trace"].get("turns") for r in result.rows):
+                continue
+            b = agent_behaviour(result.rows)
+            again, precision = b["searched_again"], b["deletion_precision"]
+            cells.append(
+                [result.program, str(b["n"]), fmt_ci(summary[result.program]["f1"]),
+                 fmt(b["retrievals"], 2), f"{b['missed']} ({b['missed'] / b['n']:.0%})",
+                 "-" if again is None else f"{again:.0%}", fmt(b["deleted"], 2),
+                 "-" if precision is None else f"{precision:.0%}", f"{b['tokens_in']:,.0f}"]
+            )  # fmt: skip
+    return markdown_table(columns, cells)
+
+
 def docs_table(specs: Sequence[Spec], view: str = "rows") -> str:
     """The ``view`` table of ``specs`` in markdown (no blank line after it)."""
     views = {"rows": rows_table, "race": race_table, "headline": headline_table}
-    views["paper"] = paper_table
+    views |= {"paper": paper_table, "agent": agent_table}
     if view not in views:
         raise InputError(f"unknown --view {view!r}; choose one of {', '.join(VIEWS)}")
     return "\n".join(views[view](specs)).rstrip("\n")

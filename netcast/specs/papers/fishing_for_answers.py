@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from statistics import mean
+from typing import Any
 
+from netcast.corpus import doc_id_of_chunk
 from netcast.render import cell, markdown_table
 from netcast.specs.papers.common import (
     Ablation,
@@ -168,6 +170,42 @@ def retrievals(row: dict) -> int:
 
 def deleted(row: dict) -> int:
     return sum(len(t.get("deleted") or []) for t in row["trace"].get("turns") or [])
+
+
+def first_round_missed(row: dict) -> bool | None:
+    """Whether the question's first retrieval round left a gold passage out (None: no gold ids
+    or no search recorded)."""
+    gold = set(row.get("gold_ids") or [])
+    rounds = [t.get("returned") or [] for t in row["trace"].get("turns") or []]
+    rounds = [ids for ids in rounds if ids] or [
+        s["ids"] for s in row["trace"].get("searches") or []
+    ]
+    if not gold or not rounds:
+        return None
+    return not gold <= {doc_id_of_chunk(c) for c in rounds[0]}
+
+
+def agent_behaviour(rows: Sequence[dict]) -> dict[str, Any]:
+    """What an agent did on ``rows``: retrieval rounds a question; the questions whose first
+    round missed a gold passage and the share of them it searched again for; chunks deleted a
+    question and the share of deletions that removed a passage that is not gold (the
+    deletions' precision: None without a deletion); prompt tokens a question."""
+    missed = [r for r in rows if first_round_missed(r)]
+    verdicts = [
+        doc_id_of_chunk(chunk) not in set(r.get("gold_ids") or [])
+        for r in rows
+        for turn in r["trace"].get("turns") or []
+        for chunk in turn.get("deleted") or []
+    ]
+    return {
+        "n": len(rows),
+        "retrievals": mean(retrievals(r) for r in rows) if rows else None,
+        "missed": len(missed),
+        "searched_again": mean(retrievals(r) > 1 for r in missed) if missed else None,
+        "deleted": mean(deleted(r) for r in rows) if rows else None,
+        "deletion_precision": mean(verdicts) if verdicts else None,
+        "tokens_in": mean(r["scores"].get("tokens_in") or 0 for r in rows) if rows else None,
+    }
 
 
 AGENT_COLUMNS = ("retrievals/q", "turns/q", "chunks deleted/q")

@@ -44,6 +44,41 @@ def test_retrievals_count_search_rounds():
     assert fishing_for_answers.retrievals(agent) == 2
 
 
+def test_agent_behaviour_counts_second_rounds_where_the_first_missed_and_judges_deletions():
+    """A question whose first round missed gold b searched again and deleted a non-gold
+    chunk; one whose first round found both deleted gold a; a basic row searched once."""
+
+    def turn(action, returned=(), deleted=()):
+        return {"action": action, "returned": list(returned), "deleted": list(deleted)}
+
+    missed = {
+        "gold_ids": ["a", "b"],
+        "scores": {"tokens_in": 300},
+        "trace": {"turns": [turn("search", ["a#0", "x#0"], ["x#0"]), turn("search", ["b#0"]),
+                            turn("answer")]},
+    }  # fmt: skip
+    found = {
+        "gold_ids": ["a", "b"],
+        "scores": {"tokens_in": 100},
+        "trace": {"turns": [turn("search", ["a#0", "b#0", "y#0"], ["a#0"]), turn("answer")]},
+    }
+    basic = {
+        "gold_ids": ["c"],
+        "scores": {"tokens_in": 200},
+        "trace": {"turns": [], "searches": [{"ids": ["c#0", "z#1"]}]},
+    }
+    assert [fishing_for_answers.first_round_missed(r) for r in (missed, found, basic)] == [
+        True, False, False
+    ]  # fmt: skip
+    seen = fishing_for_answers.agent_behaviour([missed, found, basic])
+    assert seen["missed"] == 1 and seen["searched_again"] == 1.0
+    assert seen["deleted"] == pytest.approx(2 / 3)
+    assert seen["deletion_precision"] == 0.5  # x removed (not gold), a removed (gold)
+    assert seen["retrievals"] == pytest.approx(4 / 3) and seen["tokens_in"] == 200
+    none = fishing_for_answers.agent_behaviour([basic])
+    assert none["searched_again"] is None and none["deletion_precision"] is None
+
+
 def test_em_by_searches_has_bootstrap_intervals():
     def row(n, em):
         return {"trace": {"searches": [{}] * n}, "scores": {"em": em}}
