@@ -111,6 +111,8 @@ def load(
     retriever: Retriever | None = None,
     allow_pickle: bool = False,
     merge_adapter: bool = False,
+    program: str | None = None,
+    knobs: dict[str, Any] | None = None,
 ):
     """A ready compiled program from an artifact directory: knobs and prompts restored, index
     re-opened (content hash checked), and the program bound to its model (``program.set_lm``):
@@ -121,7 +123,10 @@ def load(
     serves it merged into a cached copy of the model file instead (``netcast.models.merge``:
     near the base model's speed, a few greedy tokens apart from the runtime adapter's); an LM
     given as ``model`` that already merges (``make_lm(..., merge_adapter=True)``) keeps doing
-    so. DSPy's global settings are left alone, so two loaded programs keep their own models."""
+    so. DSPy's global settings are left alone, so two loaded programs keep their own models.
+    ``program`` runs the artifact's prompts and model with another strategy whose steps are
+    the artifact's (``combined`` from an ``iterative`` compile: the same predictors), at the
+    artifact's knobs updated with ``knobs``; a strategy with other steps is one line."""
     import dspy
 
     from netcast.artifacts import load_program_state, read_artifact
@@ -148,10 +153,20 @@ def load(
             spec = recipe["model"]
             trained_on = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
     retriever = retriever or retriever_from_recipe(recipe["retriever"])
-    program = build_program(recipe["program"], retriever, recipe["knobs"], lm=trained_on or lm)
-    load_program_state(program, Path(directory), allow_pickle)
-    program.set_lm(lm)
-    return program
+    name = program or recipe["program"]
+    settings = {**recipe["knobs"], **(knobs or {})}
+    built = build_program(name, retriever, settings, lm=trained_on or lm)
+    if name != recipe["program"]:
+        theirs = build_program(recipe["program"], retriever, recipe["knobs"], lm=trained_on or lm)
+        steps = sorted(n for n, _ in built.named_predictors())
+        if steps != sorted(n for n, _ in theirs.named_predictors()):
+            raise InputError(
+                f"{directory}: {name} cannot run {recipe['program']}'s compiled steps (its "
+                f"steps are {', '.join(steps)})"
+            )
+    load_program_state(built, Path(directory), allow_pickle)
+    built.set_lm(lm)
+    return built
 
 
 SERVED_CHECK = 3  # questions on which a served tuned model must answer as it does here

@@ -39,7 +39,9 @@ VariantOpt = Annotated[
     Optional[list[str]],  # noqa: UP045
     typer.Option(
         help="a strategy with knobs changed, program:knob=value[,knob=value] (repeatable), "
-        "e.g. combined:notes=false; compared with the program as shipped"
+        "e.g. combined:notes=false; from=ARTIFACT runs that compile's prompts and tuned model "
+        "with the strategy (combined:from=an iterative artifact); compared with the program "
+        "as shipped"
     ),
 ]
 ReferenceOpt = Annotated[

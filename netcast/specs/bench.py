@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import dspy
 
@@ -36,18 +36,37 @@ def resolve_programs(spec: str | Sequence[str]) -> list[str]:
     return names
 
 
-def parse_variant(spec: str) -> tuple[str, str, dict[str, Any]]:
-    """``"combined:notes=false,k=8"`` -> (label, program, knobs): a strategy run with some knobs
-    changed, beside the same strategy as shipped. Its label, ``combined-notes-false-k-8``, names
-    its folder and its rows; the knobs are checked before anything runs."""
+class Variant(NamedTuple):
+    """A bench row that runs ``program`` with ``knobs`` changed; with ``source``, a compiled
+    artifact's prompts and adapter run by ``program`` (the artifact's knobs, then ``knobs``)."""
+
+    label: str
+    program: str
+    knobs: dict[str, Any]
+    source: str | None = None
+
+
+def parse_variant(spec: str) -> Variant:
+    """``"combined:notes=false,k=8"``: a strategy run with some knobs changed, beside the same
+    strategy as shipped. Its label, ``combined-notes-false-k-8``, names its folder and its
+    rows; the knobs are checked before anything runs. ``from=ARTIFACT`` among the pairs runs
+    that artifact's prompts and tuned model with this strategy (one whose steps are the
+    artifact's: ``combined`` from an ``iterative`` compile), labelled
+    ``combined-from-<artifact folder>``."""
     program, sep, pairs = spec.partition(":")
     program = program.strip()
     if not sep or not pairs.strip():
         raise InputError(f"--variant expects program:knob=value[,knob=value], got {spec!r}")
     knobs = parse_pairs([p for p in pairs.split(",") if p.strip()])
+    source = knobs.pop("from", None)
     validate(program, get_program(program).Knobs, knobs)
-    label = slug(f"{program}-{pairs}", limit=80)
-    return label, program, knobs
+    if source is None:
+        return Variant(slug(f"{program}-{pairs}", limit=80), program, knobs)
+    if not (Path(str(source)) / "recipe.json").is_file():
+        raise InputError(f"--variant {spec!r}: from={source} is not a compiled artifact")
+    rest = ",".join(p for p in pairs.split(",") if p.strip() and not p.strip().startswith("from="))
+    label = slug("-".join([program, "from", Path(str(source)).name, *([rest] if rest else [])]))
+    return Variant(label, program, knobs, str(source))
 
 
 def bench_dir(settings: dict[str, Any]) -> Path:
@@ -121,7 +140,8 @@ def run_bench(
     for dataset in datasets:
         data = loaded[dataset]
         searcher = open_retriever(data, index, kind=retriever, counter=token_counter(lm))
-        checked = compiled if server_check else ()
+        sources = [v.source for v in changed if v.source]
+        checked = [*compiled, *sources] if server_check else ()
         entries = _entries(data, dataset, searcher, lm, programs, changed, compiled, references)
         for artifact in checked:  # a tuned one on a server: the server must serve its adapter
             check_served(artifact, lm, [ex.question for ex in data.examples], retriever=searcher)
@@ -163,7 +183,12 @@ def _entries(data, dataset, searcher, lm, programs, changed, compiled, reference
     the variants with changed knobs, the compiled artifacts (with their folder; the others
     None) and the reference readers."""
     entries = [(name, build_program(name, searcher, lm=lm), None) for name in programs]
-    entries += [(label, build_program(p, searcher, k, lm=lm), None) for label, p, k in changed]
+    for label, program, knobs, source in changed:
+        if source is None:
+            entries.append((label, build_program(program, searcher, knobs, lm=lm), None))
+        else:
+            ran = load(source, model=lm, retriever=searcher, program=program, knobs=knobs)
+            entries.append((label, ran, source))
     entries += [(Path(c).name, load(c, model=lm, retriever=searcher), c) for c in compiled]
     return entries + reference_readers(
         references,

@@ -114,7 +114,7 @@ class Spec:
     path: Path
     name: str
     file: SpecFile
-    variants: tuple[tuple[str, str, dict[str, Any]], ...] = ()  # (row, program, knobs)
+    variants: tuple[Any, ...] = ()  # specs.bench.Variant: (row, program, knobs, source)
     references: tuple[str, ...] = ()  # full names: reference-gold, reference-closed
     options: dict[str, Any] = field(default_factory=dict)  # an ablation table's, defaults filled
 
@@ -133,7 +133,7 @@ class Spec:
         rows, then the kept rows of earlier code."""
         return [
             *self.file.programs,
-            *(label for label, _, _ in self.variants),
+            *(variant.label for variant in self.variants),
             *(c.name for c in self.file.compiled),
             *self.references,
             *self.file.kept,

@@ -346,7 +346,7 @@ def run_spec(
         main = n_ctx is None
         names = [e.name for e in entries]
         if main:
-            names += [*spec.file.programs, *(v for v, _, _ in spec.variants), *spec.references]
+            names += [*spec.file.programs, *(v.label for v in spec.variants), *spec.references]
         if not missing(spec, names):
             continue  # every question of these rows is saved: no model is made
         lm = make(spec.file.model, **lm_kwargs(spec, n_ctx))

@@ -373,3 +373,54 @@ def test_a_bad_variant_is_refused_before_any_question(scripted_lm, tmp_path, spe
     with pytest.raises(InputError, match=message):
         run_bench(tmp_path, ["basic"], ["musique-sample"], lm=lm, limit=1, variants=[spec])
     assert engine.prompts == [] and not (tmp_path / "musique-sample").exists()
+
+
+def test_a_variant_runs_an_artifacts_steps_with_another_strategy_and_compares_with_it(
+    scripted_lm, bm25, tmp_path
+):
+    """``combined:from=ARTIFACT``: an iterative compile's prompts run by combined (its budgeted
+    first round), compared with combined as shipped; a strategy with other steps is refused."""
+    from netcast.artifacts import save_artifact
+    from netcast.errors import InputError
+    from netcast.optimize.workflow import make_recipe
+    from netcast.programs import get_program
+
+    recipe = make_recipe(program="iterative", knobs={"k": 2}, dataset="musique-sample")
+    program = get_program("iterative")(bm25, k=2)
+    for _, predictor in program.named_predictors():
+        predictor.signature = predictor.signature.with_instructions("TUNED-STEP.")
+    artifact = save_artifact(tmp_path / "iterative-x", program, recipe, {"after": None})
+
+    def reply(prompt):
+        if "[[ ## retrieved ## ]]" in prompt:
+            return {"delete_ids": []}
+        if "[[ ## history ## ]]" in prompt:
+            return {"reasoning": "", "action": "answer", "query": ""}
+        return {"answer": "x"}
+
+    lm, engine = scripted_lm(reply)
+    variant = f"combined:from={artifact},max_steps=3"
+    run_dir, results = run_bench(
+        tmp_path / "run", ["combined"], ["musique-sample"], lm=lm, limit=1, progress=False,
+        variants=[variant],
+    )  # fmt: skip
+    label = "combined-from-iterative-x-max_steps-3"
+    assert set(results) == {("musique-sample", "combined"), ("musique-sample", label)}
+    info = json.loads((run_dir / "musique-sample" / label / "run.json").read_text())
+    assert info["program"] == "combined" and "artifact" in info
+    assert info["knobs"]["k"] == 2 and info["knobs"]["max_steps"] == 3  # its knobs, then ours
+    shipped, tuned = results[("musique-sample", "combined")], results[("musique-sample", label)]
+    assert shipped.rows and tuned.rows
+    n_shipped = shipped.rows[0]["scores"]["lm_calls"]
+    assert not any("TUNED-STEP." in p for p in engine.prompts[:n_shipped])
+    assert len(engine.prompts) > n_shipped
+    assert all("TUNED-STEP." in p for p in engine.prompts[n_shipped:])
+    rows = {r["program"]: r for r in summary_rows(read_results(run_dir))}
+    assert rows[label]["diff_vs_uncompiled"][0] == pytest.approx(0.0)  # against combined
+
+    with pytest.raises(InputError, match="basic cannot run iterative's compiled steps"):
+        run_bench(tmp_path / "run2", [], ["musique-sample"], lm=lm, limit=1,
+                  variants=[f"basic:from={artifact}"])  # fmt: skip
+    with pytest.raises(InputError, match="from=nowhere is not a compiled artifact"):
+        run_bench(tmp_path / "run3", [], ["musique-sample"], lm=lm, limit=1,
+                  variants=["combined:from=nowhere"])  # fmt: skip
