@@ -154,19 +154,36 @@ def load(
             trained_on = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
     retriever = retriever or retriever_from_recipe(recipe["retriever"])
     name = program or recipe["program"]
-    settings = {**recipe["knobs"], **(knobs or {})}
-    built = build_program(name, retriever, settings, lm=trained_on or lm)
-    if name != recipe["program"]:
-        theirs = build_program(recipe["program"], retriever, recipe["knobs"], lm=trained_on or lm)
-        steps = sorted(n for n, _ in built.named_predictors())
-        if steps != sorted(n for n, _ in theirs.named_predictors()):
+    if name != recipe["program"]:  # the same steps, whatever the knobs
+        mine, theirs = (
+            sorted(n for n, _ in build_program(p, retriever, lm=lm).named_predictors())
+            for p in (name, recipe["program"])
+        )
+        if mine != theirs:
             raise InputError(
                 f"{directory}: {name} cannot run {recipe['program']}'s compiled steps (its "
-                f"steps are {', '.join(steps)})"
+                f"steps are {', '.join(mine)})"
             )
+    settings = _knobs_for(name, recipe, knobs or {})
+    built = build_program(name, retriever, settings, lm=trained_on or lm)
     load_program_state(built, Path(directory), allow_pickle)
     built.set_lm(lm)
     return built
+
+
+def _knobs_for(name: str, recipe: dict[str, Any], knobs: dict[str, Any]) -> dict[str, Any]:
+    """The knobs ``load`` builds program ``name`` with: the recipe's (its own program), or
+    (another strategy) only those the recipe set away from its program's defaults, so the
+    other strategy keeps its own defaults (``combined``'s budgeted first round); then
+    ``knobs``. Aliases are read as their knobs' names first."""
+    own = get_program(recipe["program"])
+    recorded = own.stored_knobs(recipe["knobs"])
+    if name != recipe["program"]:
+        defaults = own.knob_defaults()
+        recorded = {
+            k: v for k, v in recorded.items() if defaults.get(k, v) != v or k not in defaults
+        }
+    return {**recorded, **get_program(name).stored_knobs(knobs)}
 
 
 SERVED_CHECK = 3  # questions on which a served tuned model must answer as it does here

@@ -406,7 +406,7 @@ class JointCompile(Teleprompter):
         on_chunk: Callable[[dict[str, Any]], None] | None = None,
     ):
         super().__init__()
-        self.settings = settings or JointSettings()
+        self.settings = (settings or JointSettings()).for_teacher("model")  # the CLI's default
         self.lm, self.metric, self.teacher_lm, self.seed = lm, metric, teacher_lm, seed
         self.budget = budget or CallBudget(self.settings.budget, checked="trial")
         self.study, self.progress, self.on_chunk = study, progress, on_chunk

@@ -257,7 +257,7 @@ class StrategyRace(Teleprompter):
         report: Callable[[str, dict[str, Any]], None] | None = None,
     ):
         super().__init__()
-        self.settings = settings or RaceSettings()
+        self.settings = (settings or RaceSettings()).for_teacher("model")  # the CLI's default
         self.lm, self.metric, self.teacher_lm, self.seed = lm, metric, teacher_lm, seed
         self.workdir = Path(workdir) if workdir else None
         self.report = report or (lambda event, state: None)

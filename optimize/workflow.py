@@ -426,6 +426,8 @@ def compile_recipe(
     optimizer = optimizer_for(recipe)
     lm, teacher_lm, judge_lm = _recipe_models(recipe, optimizer, lm, teacher_lm, judge_lm)
     settings = optimizer.read(recipe.optimizer.settings)
+    if optimizer.searches:  # a hand-written recipe may leave the sources to its teacher
+        settings = settings.for_teacher(recipe.teacher)
     optimizer.check_model(lm, settings)  # e.g. no weights here to tune: before any model call
 
     def check(train: Any, dev: Any) -> None:  # refused now, not after dev is scored

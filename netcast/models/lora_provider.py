@@ -402,45 +402,47 @@ def finetune(
 
     base = training.load_base(model_path)
     tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, TARGETS)
-    if plan.checkpointed:
-        training.checkpoint_activations(tuned)
-    with display if display is not None else contextlib.nullcontext():
-        result = training.train(
-            tuned,
-            examples,
-            learning_rate=cfg.learning_rate,
-            epochs=cfg.epochs,
-            batch_size=cfg.batch_size,
-            warmup_ratio=cfg.warmup_ratio,
-            seed=cfg.seed,
-            threads=cfg.thread_count(),
-            checkpoint=checkpoint,
-            checkpoint_every=cfg.checkpoint_every,
-            key=key,
-            stop=stop,
-            on_start=display.start if display is not None else None,
-            on_step=display,
-            notice=notice,
+    try:
+        if plan.checkpointed:
+            training.checkpoint_activations(tuned)
+        with display if display is not None else contextlib.nullcontext():
+            result = training.train(
+                tuned,
+                examples,
+                learning_rate=cfg.learning_rate,
+                epochs=cfg.epochs,
+                batch_size=cfg.batch_size,
+                warmup_ratio=cfg.warmup_ratio,
+                seed=cfg.seed,
+                threads=cfg.thread_count(),
+                checkpoint=checkpoint,
+                checkpoint_every=cfg.checkpoint_every,
+                key=key,
+                stop=stop,
+                on_start=display.start if display is not None else None,
+                on_step=display,
+                notice=notice,
+            )
+        record = lora.write_adapter(
+            training.lora_weights(tuned),
+            spec,
+            model_path,
+            alpha=cfg.alpha,
+            rank=cfg.rank,
+            meta={
+                "settings": cfg.result_settings(),
+                "examples": len(examples),
+                "loss_curve": result.losses,
+                "seconds": result.seconds,
+                "peak_memory": result.peak_memory,
+                "longest_tokens": longest,
+                "memory_estimate": plan.estimate,
+                "gradient_checkpointing": plan.checkpointed,
+            },
         )
-    record = lora.write_adapter(
-        training.lora_weights(tuned),
-        spec,
-        model_path,
-        alpha=cfg.alpha,
-        rank=cfg.rank,
-        meta={
-            "settings": cfg.result_settings(),
-            "examples": len(examples),
-            "loss_curve": result.losses,
-            "seconds": result.seconds,
-            "peak_memory": result.peak_memory,
-            "longest_tokens": longest,
-            "memory_estimate": plan.estimate,
-            "gradient_checkpointing": plan.checkpointed,
-        },
-    )
-    del base, tuned  # the model and its LoRA: the rows that follow need the memory back
-    training.release_memory()
+    finally:  # the model and its LoRA, trained or stopped: what follows needs the memory back
+        del base, tuned
+        training.release_memory()
     return lora.tuned_model_id(spec, record.sha256)
 
 

@@ -269,7 +269,7 @@ def release_memory() -> bool:
     gc.collect()
     try:
         trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows' CDLL(None)
         return False
     trim(0)
     return True

@@ -62,10 +62,9 @@ def parse_variant(spec: str) -> Variant:
     validate(program, get_program(program).Knobs, knobs)
     if source is None:
         return Variant(slug(f"{program}-{pairs}", limit=80), program, knobs)
-    if not (Path(str(source)) / "recipe.json").is_file():
-        raise InputError(f"--variant {spec!r}: from={source} is not a compiled artifact")
     rest = ",".join(p for p in pairs.split(",") if p.strip() and not p.strip().startswith("from="))
-    label = slug("-".join([program, "from", Path(str(source)).name, *([rest] if rest else [])]))
+    parts = [program, "from", Path(str(source)).name, *([rest] if rest else [])]
+    label = slug("-".join(parts), limit=80)
     return Variant(label, program, knobs, str(source))
 
 
@@ -111,6 +110,7 @@ def run_bench(
     served with its adapter (``netcast.session.check_served``) unless ``server_check`` is off."""
     changed = [parse_variant(v) for v in variants]
     reference_rows = [reference_name(r) for r in references]  # refused before anything runs
+    _check_folders([*programs, *(v.label for v in changed), *map(str, compiled)], reference_rows)
     meta = {
         **(info or {}),
         "model": lm.model,
@@ -162,6 +162,18 @@ def run_bench(
     _stop_if_none_finished(results, lm)
     write_report(run_dir)
     return run_dir, results
+
+
+def _check_folders(rows: Sequence[str], references: Sequence[str]) -> None:
+    """One line, before any question, when two of a bench's rows would fill one folder (two
+    artifacts of the same folder name, two variants of one label)."""
+    folders = [Path(row).name for row in rows] + list(references)
+    twice = sorted({folder for folder in folders if folders.count(folder) > 1})
+    if twice:
+        raise InputError(
+            f"two rows of this bench would fill one folder, {twice[0]!r}: drop one, or give "
+            "the artifacts folders of their own"
+        )
 
 
 def _run_info(program, artifact, dataset: str, split: str, lm, retriever: str) -> dict:

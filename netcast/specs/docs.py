@@ -24,6 +24,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from netcast.errors import InputError
@@ -146,6 +147,26 @@ def headline_table(specs: Sequence[Spec]) -> list[str]:
     return markdown_table(columns, cells)
 
 
+WEIGHT_TUNING = ("finetune", "better-together")
+
+
+def _tuned_rows(spec: Spec, program: str) -> list[str]:
+    """The rows of ``spec`` that run ``program`` with tuned weights: its artifacts compiled by
+    a weight-tuning optimizer (as their recipes say, a recompile's too) and its variants
+    that run such an artifact (``from=``)."""
+    names = []
+    for entry in spec.file.compiled:
+        unmade = {"program": entry.program, "optimizer": {"name": entry.optimizer}}
+        recipe = _recipe(entry) or unmade
+        if recipe["program"] == program and recipe["optimizer"]["name"] in WEIGHT_TUNING:
+            names.append(entry.name)
+    for variant in getattr(spec, "variants", ()):
+        source = variant.source and _recipe(SimpleNamespace(artifact=variant.source))
+        if variant.program == program and source and source["optimizer"]["name"] in WEIGHT_TUNING:
+            names.append(variant.label)
+    return names
+
+
 def paper_table(specs: Sequence[Spec]) -> list[str]:
     """Fishing for Answers' main comparison on each spec's questions: each of the paper's
     strategies (``fishing_for_answers.MAIN_TABLE``) at its defaults and at its best fine-tuned
@@ -166,11 +187,7 @@ def paper_table(specs: Sequence[Spec]) -> list[str]:
             continue
         for program, (label, score) in MAIN_TABLE.items():
             untuned = rows.get(program)
-            tuned_names = [
-                e.name for e in spec.file.compiled
-                if e.program == program and e.optimizer == "finetune"
-            ]  # fmt: skip
-            tuned = best_compiled(rows, tuned_names)
+            tuned = best_compiled(rows, _tuned_rows(spec, program))
             if untuned is None and tuned is None:
                 continue
             paper = "-" if score is None else f"{score:.1f}"
@@ -208,9 +225,11 @@ def agent_table(specs: Sequence[Spec]) -> list[str]:
             again, precision = b["searched_again"], b["deletion_precision"]
             cells.append(
                 [result.program, str(b["n"]), fmt_ci(summary[result.program]["f1"]),
-                 fmt(b["retrievals"], 2), f"{b['missed']} ({b['missed'] / b['n']:.0%})",
+                 fmt(b["retrievals"], 2),
+                 f"{b['missed']} ({b['missed'] / b['known']:.0%})" if b["known"] else "-",
                  "-" if again is None else f"{again:.0%}", fmt(b["deleted"], 2),
-                 "-" if precision is None else f"{precision:.0%}", f"{b['tokens_in']:,.0f}"]
+                 "-" if precision is None else f"{precision:.0%}",
+                 "-" if b["tokens_in"] is None else f"{b['tokens_in']:,.0f}"]
             )  # fmt: skip
     return markdown_table(columns, cells)
 

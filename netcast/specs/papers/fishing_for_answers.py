@@ -186,25 +186,30 @@ def first_round_missed(row: dict) -> bool | None:
 
 
 def agent_behaviour(rows: Sequence[dict]) -> dict[str, Any]:
-    """What an agent did on ``rows``: retrieval rounds a question; the questions whose first
-    round missed a gold passage and the share of them it searched again for; chunks deleted a
-    question and the share of deletions that removed a passage that is not gold (the
-    deletions' precision: None without a deletion); prompt tokens a question."""
-    missed = [r for r in rows if first_round_missed(r)]
+    """What an agent did on ``rows``: retrieval rounds a question; of the questions with gold
+    ids and a search (``known``), those whose first round missed a gold passage and the share
+    of them it searched again for; chunks deleted a question and the share of deletions (on
+    questions with gold ids) that removed a passage that is not gold (the deletions'
+    precision: None without one); prompt tokens a question (None where none were counted)."""
+    known = [r for r in rows if first_round_missed(r) is not None]  # gold ids and a search
+    missed = [r for r in known if first_round_missed(r)]
     verdicts = [
-        doc_id_of_chunk(chunk) not in set(r.get("gold_ids") or [])
+        doc_id_of_chunk(chunk) not in set(r["gold_ids"])
         for r in rows
+        if r.get("gold_ids")
         for turn in r["trace"].get("turns") or []
         for chunk in turn.get("deleted") or []
     ]
+    tokens = [r["scores"]["tokens_in"] for r in rows if r["scores"].get("tokens_in") is not None]
     return {
         "n": len(rows),
         "retrievals": mean(retrievals(r) for r in rows) if rows else None,
+        "known": len(known),
         "missed": len(missed),
         "searched_again": mean(retrievals(r) > 1 for r in missed) if missed else None,
         "deleted": mean(deleted(r) for r in rows) if rows else None,
         "deletion_precision": mean(verdicts) if verdicts else None,
-        "tokens_in": mean(r["scores"].get("tokens_in") or 0 for r in rows) if rows else None,
+        "tokens_in": mean(tokens) if tokens else None,
     }
 
 

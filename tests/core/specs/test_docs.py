@@ -91,7 +91,10 @@ def test_the_paper_view_sets_each_strategy_untuned_and_tuned_beside_the_papers_f
     rows["os-part"] = r("os-part", 0.6, n=20)
     made = [("os-a", "finetune"), ("os-b", "finetune"), ("os-joint", "joint")]
     made += [("os-part", "finetune")]
-    compiled = [SimpleNamespace(name=n, program="one_shot", optimizer=o) for n, o in made]
+    compiled = [
+        SimpleNamespace(name=n, program="one_shot", optimizer=o, artifact=f"not-made/{n}")
+        for n, o in made
+    ]
     monkeypatch.setattr(docs, "_rows", lambda spec: rows)
     spec = SimpleNamespace(file=SimpleNamespace(compiled=compiled))
     lines = docs.paper_table([spec])

@@ -385,8 +385,10 @@ def test_a_variant_runs_an_artifacts_steps_with_another_strategy_and_compares_wi
     from netcast.optimize.workflow import make_recipe
     from netcast.programs import get_program
 
-    recipe = make_recipe(program="iterative", knobs={"k": 2}, dataset="musique-sample")
-    program = get_program("iterative")(bm25, k=2)
+    program = get_program("iterative")(bm25, k=2, max_turns=4)  # an alias, as older recipes
+    knobs = {**program.knobs.model_dump(), "max_turns": 4}  # every knob, as a compile records
+    del knobs["max_steps"]
+    recipe = make_recipe(program="iterative", knobs=knobs, dataset="musique-sample")
     for _, predictor in program.named_predictors():
         predictor.signature = predictor.signature.with_instructions("TUNED-STEP.")
     artifact = save_artifact(tmp_path / "iterative-x", program, recipe, {"after": None})
@@ -409,6 +411,7 @@ def test_a_variant_runs_an_artifacts_steps_with_another_strategy_and_compares_wi
     info = json.loads((run_dir / "musique-sample" / label / "run.json").read_text())
     assert info["program"] == "combined" and "artifact" in info
     assert info["knobs"]["k"] == 2 and info["knobs"]["max_steps"] == 3  # its knobs, then ours
+    assert info["knobs"]["initial"] == "budget"  # combined's own first round, not iterative's
     shipped, tuned = results[("musique-sample", "combined")], results[("musique-sample", label)]
     assert shipped.rows and tuned.rows
     n_shipped = shipped.rows[0]["scores"]["lm_calls"]
@@ -421,6 +424,9 @@ def test_a_variant_runs_an_artifacts_steps_with_another_strategy_and_compares_wi
     with pytest.raises(InputError, match="basic cannot run iterative's compiled steps"):
         run_bench(tmp_path / "run2", [], ["musique-sample"], lm=lm, limit=1,
                   variants=[f"basic:from={artifact}"])  # fmt: skip
-    with pytest.raises(InputError, match="from=nowhere is not a compiled artifact"):
+    with pytest.raises(InputError, match="nowhere: no such artifact directory"):
         run_bench(tmp_path / "run3", [], ["musique-sample"], lm=lm, limit=1,
                   variants=["combined:from=nowhere"])  # fmt: skip
+    with pytest.raises(InputError, match="two rows of this bench would fill one folder"):
+        run_bench(tmp_path / "run4", ["combined"], ["musique-sample"], lm=lm, limit=1,
+                  variants=["combined:from=a/x", "combined:from=b/x"])  # fmt: skip

@@ -77,6 +77,9 @@ def test_agent_behaviour_counts_second_rounds_where_the_first_missed_and_judges_
     assert seen["retrievals"] == pytest.approx(4 / 3) and seen["tokens_in"] == 200
     none = fishing_for_answers.agent_behaviour([basic])
     assert none["searched_again"] is None and none["deletion_precision"] is None
+    unannotated = {**missed, "gold_ids": [], "scores": {}}  # no gold ids: nothing judged
+    seen = fishing_for_answers.agent_behaviour([unannotated])
+    assert seen["known"] == 0 and seen["deletion_precision"] is None and seen["tokens_in"] is None
 
 
 def test_em_by_searches_has_bootstrap_intervals():
