@@ -180,9 +180,7 @@ def _knobs_for(name: str, recipe: dict[str, Any], knobs: dict[str, Any]) -> dict
     recorded = own.stored_knobs(recipe["knobs"])
     if name != recipe["program"]:
         defaults = own.knob_defaults()
-        recorded = {
-            k: v for k, v in recorded.items() if defaults.get(k, v) != v or k not in defaults
-        }
+        recorded = {k: v for k, v in recorded.items() if k not in defaults or defaults[k] != v}
     return {**recorded, **get_program(name).stored_knobs(knobs)}
 
 

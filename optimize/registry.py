@@ -157,6 +157,24 @@ def compile_optimizer(program: str, optimizer: str, teacher: str) -> Optimizer:
     return get_optimizer(optimizer)
 
 
+def options_settings(
+    entry: Optimizer,
+    budget: int | None = None,
+    grid: Mapping[str, list[Any]] | None = None,
+    ties: str | None = None,
+    flat: Mapping[str, Any] | None = None,
+) -> Settings | None:
+    """The settings object a compile's options give ``entry`` (``netcast compile``'s and a
+    spec's alike): a search's from its budget, grid and ties, a weight tuning's from its flat
+    finetune settings; None (the defaults) for the others."""
+    kind = entry.settings_type
+    if issubclass(kind, SearchSettings):
+        return kind.of_search(budget, grid, ties)
+    if issubclass(kind, finetune.TrainingSettings):
+        return kind.of_flat(flat or {})
+    return None
+
+
 def entry_name(optimizer: str, teacher: str) -> str:
     """The registry entry ``--optimizer`` and ``--teacher`` choose."""
     if teacher == "annotations":

@@ -207,7 +207,12 @@ def _compile_recipe_of(
     ``--ties``, and a finetune's from ``tuning`` (``--finetune-set``)."""
     from netcast.optimize.compile import METRICS
     from netcast.optimize.race import is_race
-    from netcast.optimize.registry import compile_optimizer, get_optimizer, optimizer_names
+    from netcast.optimize.registry import (
+        compile_optimizer,
+        get_optimizer,
+        optimizer_names,
+        options_settings,
+    )
     from netcast.optimize.workflow import make_recipe
     from netcast.programs.knobs import parse_grid, parse_pairs
 
@@ -226,12 +231,9 @@ def _compile_recipe_of(
         raise NetcastError(f"{option} configures a search: add --optimizer joint or --program auto")
     if tuning and optimizer not in ("finetune", "better-together"):
         raise NetcastError("--finetune-set configures --optimizer finetune or better-together")
-    kind = compile_optimizer(program, optimizer, fields.get("teacher", "model")).settings_type
-    settings = None
-    if searching:
-        settings = kind.of_search(budget, parse_grid(grid or []), ties)
-    elif tuning:
-        settings = kind.of_flat(parse_pairs(tuning))
+    entry = compile_optimizer(program, optimizer, fields.get("teacher", "model"))
+    flat = parse_pairs(tuning or [])
+    settings = options_settings(entry, budget, parse_grid(grid or []), ties, flat)
     return make_recipe(
         program=program,
         knobs=parse_pairs(pairs or []) if racing else knob_values(pairs, program),

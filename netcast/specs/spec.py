@@ -277,9 +277,7 @@ def compile_entry(
 ) -> Path | None:
     """Compile ``entry``'s artifact with its options unless it exists (a committed artifact is
     reused as it is); the path compiled, or None."""
-    from netcast.optimize.finetune import TrainingSettings
-    from netcast.optimize.registry import compile_optimizer
-    from netcast.optimize.settings import SearchSettings
+    from netcast.optimize.registry import compile_optimizer, options_settings
     from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 
     out = Path(entry.artifact)
@@ -291,13 +289,8 @@ def compile_entry(
         recompile(entry.source, model, out, lm=lm, threads=threads, progress=progress)
         return out
     program = entry.program or ""
-    kind = compile_optimizer(program, entry.optimizer, entry.teacher).settings_type
-    if issubclass(kind, SearchSettings):
-        settings = kind.of_search(entry.budget, entry.grid, entry.ties)
-    elif issubclass(kind, TrainingSettings):
-        settings = kind.of_flat(entry.finetune_set)
-    else:
-        settings = None
+    optimizer = compile_optimizer(program, entry.optimizer, entry.teacher)
+    settings = options_settings(optimizer, entry.budget, entry.grid, entry.ties, entry.finetune_set)
     recipe = make_recipe(
         program=program,
         knobs=dict(entry.knobs),

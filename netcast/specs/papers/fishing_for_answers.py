@@ -191,8 +191,9 @@ def agent_behaviour(rows: Sequence[dict]) -> dict[str, Any]:
     of them it searched again for; chunks deleted a question and the share of deletions (on
     questions with gold ids) that removed a passage that is not gold (the deletions'
     precision: None without one); prompt tokens a question (None where none were counted)."""
-    known = [r for r in rows if first_round_missed(r) is not None]  # gold ids and a search
-    missed = [r for r in known if first_round_missed(r)]
+    firsts = [(r, first_round_missed(r)) for r in rows]
+    known = [r for r, first in firsts if first is not None]  # gold ids and a search
+    missed = [r for r, first in firsts if first]
     verdicts = [
         doc_id_of_chunk(chunk) not in set(r["gold_ids"])
         for r in rows
