@@ -148,7 +148,8 @@ DevLimitOpt = Annotated[Optional[int], typer.Option(help="first N dev questions"
 SelectOnOpt = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
-        help="dev | train: where bootstrap-rs, mipro and gepa score their candidates "
+        help="dev | train: where bootstrap-rs, mipro, gepa and better-together score their "
+        "candidates "
         "(train: the last 80% of the train questions, so the dev questions stay unseen); "
         "default dev, or with --from the artifact's"
     ),
