@@ -16,7 +16,7 @@ from dspy import context
 
 from netcast.data import load_dataset
 from netcast.models import token_counter
-from netcast.optimize import tune as tuning
+from netcast.optimize import study as tuning
 from netcast.optimize.workflow import compile_recipe, make_recipe
 from netcast.session import open_retriever
 

@@ -380,7 +380,7 @@ def study_table(result) -> Table:
     """A tuning study's completed trials: knobs, objective values, Pareto front, the pick."""
     from optuna.trial import TrialState
 
-    from netcast.optimize.tune import pareto_front
+    from netcast.optimize.study import pareto_front
 
     study = result.study
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))

@@ -38,7 +38,9 @@ from netcast.optimize.settings import (
     RaceSettings,
     SearchSettings,
     Settings,
+    TuneSettings,
 )
+from netcast.optimize.study import KnobTuning
 from netcast.session import build_program
 
 
@@ -328,6 +330,48 @@ class Race(Optimizer):
         return tele.result.complete
 
 
+class Tune(Optimizer):
+    """``netcast tune``: the program's knobs searched by an Optuna study (``KnobTuning``);
+    its study waits in its own storage (the settings' URL), resumed by the same command. The
+    recipe it leaves holds the knobs of the trial taken and the study (``tuning``; the
+    storage's password is not written)."""
+
+    name, named = "tune", False
+    settings_type = TuneSettings
+
+    def build(self, settings: TuneSettings, setup: Setup) -> KnobTuning:
+        return KnobTuning(
+            settings,
+            lm=setup.lm,
+            seed=setup.seed,
+            select_on=setup.select_on,
+            study=f"tune-{setup.key}",
+            progress=setup.progress,
+        )
+
+    def check(self, settings: TuneSettings, recipe: Recipe, trainset: Sequence) -> None:
+        objectives = KnobTuning(settings).check()
+        if objectives[0] != recipe.metric:
+            raise InputError(
+                f"tune: the recipe's metric is {recipe.metric}, but the study's first "
+                f"objective is {objectives[0]}: make them one"
+            )
+        if settings.compile_each:
+            selection_sets(settings.optimizer, trainset, None, "train")
+
+    def record(self, recipe: Recipe, tele: KnobTuning) -> dict[str, Any]:
+        result = tele.result
+        stored = {**tele.settings.to_dict(), "storage": result.storage, "study": result.name}
+        tuning = {"study": result.name, "storage": result.storage, "trial": result.chosen.number}
+        tuning |= {"pick": tele.settings.pick_rule, "objectives": result.objectives}
+        return {
+            "knobs": result.chosen.user_attrs["knobs"],
+            "compiled": tele.settings.compile_each,
+            "optimizer": {"name": self.name, "settings": stored},
+            "tuning": tuning,
+        }
+
+
 class WeightTuning(Optimizer):
     """Tuning the model's weights (a LoRA adapter the artifact holds): refused before any
     model call for a model this machine cannot train; the recipe records what was trained."""
@@ -383,6 +427,6 @@ class AnnotationFinetune(WeightTuning):
 
 for _name in DSPY:
     register(DSPyOptimizerEntry(_name))
-for _optimizer in (Annotations(), Joint(), Race(), Finetune(False), Finetune(True)):
+for _optimizer in (Annotations(), Joint(), Race(), Tune(), Finetune(False), Finetune(True)):
     register(_optimizer)
 register(AnnotationFinetune())

@@ -23,6 +23,11 @@ PER_STEP = 2  # annotation demonstrations per step (each holds a whole context: 
 # the demonstration sources a search tries where its settings name none, by ``--teacher``: the
 # model's own traces or the training data's annotations, each beside none at all
 TEACHER_DEMOS = {"model": ("none", "bootstrap"), "annotations": ("none", "annotations")}
+# a search or a tuning scores its trials without an LLM judge: metric judge is refused there
+UNJUDGED = (
+    "metric judge: {what} scores questions without an LLM judge (every one would score 0); "
+    "give f1 or em"
+)
 
 S = TypeVar("S", bound="Settings")
 SS = TypeVar("SS", bound="SearchSettings")
@@ -194,30 +199,28 @@ class DSPySettings(Settings):
 
 @dataclass(frozen=True)
 class TuneSettings(Settings):
-    """``netcast tune`` (``optimize.tune.run_tuning``): an Optuna study over a program's knobs.
+    """``netcast tune`` (``optimize.study.KnobTuning``): an Optuna study over a program's knobs.
 
     ``trials``: the finished trials the study should hold; ``objectives``: quality[,cost]
     (``f1,cost``, ``f1,calls``, ``em``); ``compile_each``: every trial's program compiled with
-    ``optimizer`` first; the questions: ``train_split``/``dev_split`` and their first
-    ``train_limit``/``dev_limit``; ``retriever`` (or a saved ``index``); ``storage``: an Optuna
-    storage URL (None: ``sqlite:///runs/tune.db``; ``postgresql://...`` lets several workers
-    share one ``study``, None: named after the program, dataset, model and objectives);
-    ``pick_rule``: the trial exported (``best-quality``, ``knee``,
-    ``max-quality-under-cost=X``); ``heartbeat``: seconds after which a silent trial is
-    retried."""
+    ``optimizer`` first; ``storage``: an Optuna storage URL (``postgresql://...`` lets several
+    workers share one ``study``; None: in memory, nothing to resume); ``study``: its name
+    (None: named after the recipe); ``pick_rule``: the trial taken (``best-quality``,
+    ``knee``, ``max-quality-under-cost=X``); ``heartbeat``: seconds after which a silent trial
+    is retried. Which questions, retriever and seed are the recipe's."""
 
     trials: int = 6
     objectives: str = "f1,cost"
     compile_each: bool = False
     optimizer: str = "bootstrap"
-    train_split: str = "train"
-    dev_split: str = "dev"
-    train_limit: int | None = 20
-    dev_limit: int | None = 20
-    retriever: str = "bm25"
-    index: str | None = None
-    storage: str | None = None
+    storage: str | None = "sqlite:///runs/tune.db"
     study: str | None = None
     pick_rule: str = "knee"
-    seed: int = 0
     heartbeat: int = 30
+
+    def check(self) -> None:
+        if self.trials < 1 or self.heartbeat < 1:
+            raise InputError(
+                f"tune settings: trials and heartbeat must be 1 or more, got {self.trials} "
+                f"and {self.heartbeat}"
+            )

@@ -9,7 +9,6 @@ changes DSPy's global settings."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -27,11 +26,11 @@ from netcast.files import short_hash, slug
 from netcast.formats import Recipe, recipe_of
 from netcast.inputs import check_split_overlap
 from netcast.models import decoding_info, make_lm, model_name, token_counter
-from netcast.models.factory import check_questions, preflight
+from netcast.models.factory import check_questions, endpoint, preflight
 from netcast.optimize.compile import demo_report
 from netcast.optimize.race import is_race
 from netcast.optimize.registry import Setup, compile_optimizer, optimizer_for
-from netcast.optimize.settings import Settings
+from netcast.optimize.settings import UNJUDGED, Settings
 from netcast.session import (
     build_program,
     gold_by_title,
@@ -40,30 +39,12 @@ from netcast.session import (
     retriever_recipe,
 )
 
-UNJUDGED = (
-    "metric judge: {what} scores questions without an LLM judge (every one would score 0); "
-    "give f1 or em"
-)
 TEACHERS = ("model", "annotations")
 
 
 def index_entry(index: str | Path | None) -> dict[str, str]:
     """A recipe's saved index, recorded as an absolute path (recompiled from anywhere)."""
     return {"saved_index": str(Path(index).resolve())} if index else {}
-
-
-def endpoint(lm: Any) -> str:
-    """Where ``lm``'s calls go, for messages: its ``api_base`` (an ``openai/`` model's may come
-    from ``OPENAI_API_BASE``), else its model string."""
-    kwargs = getattr(lm, "kwargs", None) or {}
-    model = str(getattr(lm, "model", lm))
-    base = kwargs.get("api_base") or kwargs.get("base_url")
-    bases = getattr(getattr(lm, "engine", None), "bases", None)
-    if bases:  # replicas (netcast.models.replicas)
-        base = " and ".join(bases)
-    if not base and model.startswith("openai/"):
-        base = os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
-    return str(base or model)
 
 
 def _complete(result: EvalResult, lm: Any, what: str) -> dict[str, Any]:
@@ -541,7 +522,8 @@ def rerun_recipe(
 ) -> Recipe:
     """An artifact's ``recipe`` to compile again with ``model``: a joint compile searches
     again from the knobs the user fixed, a race is run again (the winner may change with the
-    model); ``knobs`` and ``select_on`` replace the recipe's."""
+    model), a tuning study is run again as a new study; ``knobs`` and ``select_on`` replace
+    the recipe's."""
     new = {**recipe, "model": {"name": model_name(model), "lm_kwargs": {}}}
     for trained in ("finetune", "better_together"):  # weights are tuned again for the model
         new.pop(trained, None)
@@ -552,6 +534,10 @@ def rerun_recipe(
         new["program"] = recipe["race"]["programs"]
         new["knobs"] = recipe["race"]["fixed"]
         del new["race"]
+    if "tuning" in recipe:  # the study is run again, a new one: the model is another
+        del new["tuning"]
+        settings = {**recipe["optimizer"]["settings"], "study": None}
+        new["optimizer"] = {**recipe["optimizer"], "settings": settings}
     if knobs is not None:
         new["knobs"] = knobs
     if select_on is not None:

@@ -395,20 +395,19 @@ def tune(
         bool, typer.Option(help="compile every trial's program")
     ] = TuneSettings.compile_each,
     optimizer: Annotated[str, typer.Option(help="with --compile-each")] = TuneSettings.optimizer,
-    train_split: Annotated[str, typer.Option()] = TuneSettings.train_split,
-    dev_split: Annotated[str, typer.Option()] = TuneSettings.dev_split,
-    train_limit: Annotated[Optional[int], typer.Option()] = TuneSettings.train_limit,  # noqa: UP045
-    dev_limit: Annotated[Optional[int], typer.Option()] = TuneSettings.dev_limit,  # noqa: UP045
+    train_split: Annotated[str, typer.Option()] = "train",
+    dev_split: Annotated[str, typer.Option()] = "dev",
+    train_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
+    dev_limit: Annotated[Optional[int], typer.Option()] = 20,  # noqa: UP045
     model: ModelOpt = None,
     retriever: SearchOpt = None,
     index: IndexOpt = None,
     storage: Annotated[
-        Optional[str],  # noqa: UP045
+        str,
         typer.Option(
-            help="Optuna storage URL (default sqlite:///runs/tune.db); "
-            "postgresql://... lets several workers share one study"
+            help="Optuna storage URL; postgresql://... lets several workers share one study"
         ),
-    ] = None,
+    ] = TuneSettings.storage,
     study: Annotated[Optional[str], typer.Option(help="study name")] = None,  # noqa: UP045
     pick_rule: Annotated[
         str, typer.Option("--pick", help="best-quality | knee | max-quality-under-cost=X")
@@ -416,7 +415,7 @@ def tune(
     out: Annotated[
         Optional[Path], typer.Option(help="export the picked trial as an artifact")  # noqa: UP045
     ] = None,
-    seed: Annotated[int, typer.Option()] = TuneSettings.seed,
+    seed: Annotated[int, typer.Option()] = 0,
     heartbeat: Annotated[
         int, typer.Option(help="seconds; stale trials are retried", min=1)
     ] = TuneSettings.heartbeat,
@@ -426,7 +425,7 @@ def tune(
 ) -> None:
     """Tune a program's knobs with Optuna (quality vs cost); resumable; distributable."""
     from netcast.files import check_output_directory
-    from netcast.optimize.tune import run_tuning
+    from netcast.optimize.tune import run_tuning, tuning_recipe
     from netcast.programs import get_program
     from netcast.retrievers.store import kind_for_index
 
@@ -436,22 +435,28 @@ def tune(
         objectives=objectives,
         compile_each=compile_each,
         optimizer=optimizer,
+        storage=storage,
+        study=study,
+        pick_rule=pick_rule,
+        heartbeat=heartbeat,
+    )
+    if out is not None:
+        check_output_directory(out, "recipe.json", "artifact")
+    lm = options.command_lm(model, api_base, retries, timeout=timeout)
+    recipe = tuning_recipe(
+        program,
+        dataset,
+        lm,
+        settings,
         train_split=train_split,
         dev_split=dev_split,
         train_limit=train_limit,
         dev_limit=dev_limit,
         retriever=kind_for_index(retriever, index),
         index=str(index) if index is not None else None,
-        storage=storage,
-        study=study,
-        pick_rule=pick_rule,
         seed=seed,
-        heartbeat=heartbeat,
     )
-    if out is not None:
-        check_output_directory(out, "recipe.json", "artifact")
-    lm = options.command_lm(model, api_base, retries, timeout=timeout)
-    result = run_tuning(program, dataset, lm, settings, out)
+    result = run_tuning(recipe, lm, out)
     print_table(study_table(result))
     if result.artifact is not None:
         console.print(

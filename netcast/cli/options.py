@@ -275,7 +275,7 @@ def print_failed(result: Any, lm: Any) -> None:
     """One line: how many questions failed calling which endpoint, what is saved, resume."""
     from rich.markup import escape
 
-    from netcast.optimize.workflow import endpoint
+    from netcast.models.factory import endpoint
 
     agg = result.aggregate
     first_id, first = next(iter(result.errors.items()))

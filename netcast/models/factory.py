@@ -438,3 +438,17 @@ def _tiny_call(lm: Any, where: str) -> None:
         return
     finally:
         quiet.setLevel(level)
+
+
+def endpoint(lm: Any) -> str:
+    """Where ``lm``'s calls go, for messages: its ``api_base`` (an ``openai/`` model's may come
+    from ``OPENAI_API_BASE``), else its model string."""
+    kwargs = getattr(lm, "kwargs", None) or {}
+    model = str(getattr(lm, "model", lm))
+    base = kwargs.get("api_base") or kwargs.get("base_url")
+    bases = getattr(getattr(lm, "engine", None), "bases", None)
+    if bases:  # replicas (netcast.models.replicas)
+        base = " and ".join(bases)
+    if not base and model.startswith("openai/"):
+        base = os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
+    return str(base or model)

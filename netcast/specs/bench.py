@@ -217,7 +217,7 @@ def _stop_if_none_finished(results: dict[tuple[str, str], EvalResult], lm: Any) 
         return
     failed = [r for r in results.values() if r.errors]
     if failed:
-        from netcast.optimize.workflow import endpoint
+        from netcast.models.factory import endpoint
 
         first_id, first = next(iter(failed[0].errors.items()))
         n = sum(len(r.errors) for r in failed)

@@ -189,7 +189,7 @@ def test_a_failed_tuning_trial_is_recorded_and_requeued_with_the_same_knobs(tmp_
     from optuna.trial import TrialState
 
     from netcast.optimize.settings import TuneSettings
-    from netcast.optimize.tune import run_tuning
+    from netcast.optimize.tune import run_tuning, tuning_recipe
 
     state = {"up": False}
 
@@ -200,20 +200,16 @@ def test_a_failed_tuning_trial_is_recorded_and_requeued_with_the_same_knobs(tmp_
 
     lm = dspy.LM("scripted/fake", engine=ScriptedEngine(server), cache=False, num_retries=0)
     settings = TuneSettings(
-        trials=1,
-        objectives="f1",
-        train_limit=1,
-        dev_limit=1,
-        storage=f"sqlite:///{tmp_path / 'tune.db'}",
-        study="dying",
+        trials=1, objectives="f1", storage=f"sqlite:///{tmp_path / 'tune.db'}", study="dying"
     )
+    recipe = tuning_recipe("basic", "hotpotqa-sample", lm, settings, train_limit=1, dev_limit=1)
     with pytest.raises(ModelCallError) as failed:
-        run_tuning("basic", "hotpotqa-sample", lm, settings)
+        run_tuning(recipe, lm)
     message = str(failed.value)
     assert "\n" not in message and "trial 0 failed calling scripted/fake" in message
     assert "recorded FAIL and re-queued with the same knobs" in message
     state["up"] = True
-    result = run_tuning("basic", "hotpotqa-sample", lm, settings)  # the same command again
+    result = run_tuning(recipe, lm)  # the same command again
     trials = result.study.get_trials(deepcopy=False)
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
     assert trials[1].params == trials[0].params and trials[1].system_attrs["failed_trial"] == 0

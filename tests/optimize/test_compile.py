@@ -13,7 +13,7 @@ from netcast.artifacts import read_artifact, save_artifact
 from netcast.errors import InputError
 from netcast.optimize.compile import compile_program, make_optimizer
 from netcast.optimize.settings import TuneSettings
-from netcast.optimize.tune import retune_knobs, run_tuning
+from netcast.optimize.tune import retune_knobs, run_tuning, tuning_recipe
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 from netcast.programs import BasicRAG
 from netcast.session import load
@@ -140,14 +140,9 @@ def test_the_compiled_window_is_recorded_and_a_loaded_artifact_runs_with_it(
 def test_a_tuned_artifact_records_the_window_too(scripted_lm, qa_file, tmp_path):
     lm, engine = scripted_lm(answer)
     engine.n_ctx = 16384
-    settings = TuneSettings(
-        trials=1,
-        objectives="f1",
-        train_limit=6,
-        dev_limit=4,
-        storage=f"sqlite:///{tmp_path / 'tune.db'}",
-    )
-    run_tuning("basic", qa_file, lm, settings, out=tmp_path / "tuned")
+    settings = TuneSettings(trials=1, objectives="f1", storage=f"sqlite:///{tmp_path / 'tune.db'}")
+    recipe = tuning_recipe("basic", qa_file, lm, settings, train_limit=6, dev_limit=4)
+    run_tuning(recipe, lm, out=tmp_path / "tuned")
     assert read_artifact(tmp_path / "tuned")[0]["model"]["lm_kwargs"] == {"n_ctx": 16384}
 
 
@@ -162,15 +157,13 @@ def test_a_study_resumed_under_other_settings_is_refused(scripted_lm, qa_file, t
     storage = f"sqlite:///{tmp_path / 'tune.db'}"
 
     def tune(dev_limit, trials):
-        settings = TuneSettings(
-            trials=trials, objectives="f1", dev_limit=dev_limit, storage=storage
-        )
-        return run_tuning("basic", qa_file, lm, settings)
+        settings = TuneSettings(trials=trials, objectives="f1", storage=storage)
+        return run_tuning(tuning_recipe("basic", qa_file, lm, settings, dev_limit=dev_limit), lm)
 
     first = tune(4, 1)
     asked = len(engine.prompts)
     with pytest.raises(
-        InputError, match="holds trials scored with dev_limit 4, not 6: give another"
+        InputError, match="holds trials scored with dev_questions 4, not 6: give another"
     ):
         tune(6, 2)
     assert len(engine.prompts) == asked  # no trial ran under the other settings

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import dspy
+import optuna
 import pytest
 from dspy.teleprompt import Teleprompter
 
@@ -21,8 +22,9 @@ from netcast.optimize.registry import (
     optimizer_for,
     optimizer_names,
 )
-from netcast.optimize.settings import JointSettings, RaceSettings
-from netcast.optimize.workflow import compile_recipe, make_recipe, rerun_recipe
+from netcast.optimize.settings import JointSettings, RaceSettings, TuneSettings
+from netcast.optimize.tune import run_tuning, tuning_recipe
+from netcast.optimize.workflow import compile_recipe, make_recipe, recompile, rerun_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "benchmarks" / "results").rglob("recipe.json"))
@@ -161,3 +163,48 @@ def test_a_dspy_optimizer_is_one_entry(scripted_lm, tmp_path, monkeypatch):
     assert result.demos["answer"] == {"bootstrapped": 0, "labeled": 2}
     saved, _, _ = read_artifact(result.artifact)
     assert saved["optimizer"] == {"name": "labeled", "settings": {"k": 2}}
+
+
+def test_tuning_is_one_entry_that_compile_from_runs_again_as_a_new_study(scripted_lm, tmp_path):
+    """``netcast tune`` is the registry's ``tune``: its settings are the study's (the questions
+    are the recipe's, refused there), the artifact records the trial taken, and ``compile
+    --from`` with another model runs a new study through the compile every optimizer runs."""
+    with pytest.raises(InputError, match="unknown setting 'train_limit'"):
+        TuneSettings.read({"train_limit": 5})
+
+    def reader(prompt):  # a trial may switch chain of thought on
+        return {"reasoning": "It says so.", **distracted(prompt)}
+
+    lm, engine = scripted_lm(reader)
+    data = capitals_file(tmp_path / "capitals.jsonl", 12)
+    storage = f"sqlite:///{tmp_path / 'runs' / 'tune.db'}"
+    settings = TuneSettings(trials=2, objectives="f1", storage=storage)
+    recipe = tuning_recipe("basic", data, lm, settings, train_limit=6, dev_limit=3)
+    assert recipe.optimizer.name == "tune" and recipe.metric == "f1"
+    mismatched = make_recipe(
+        program="basic", knobs={}, dataset=data, optimizer="tune", metric="em",
+        optimizer_settings=settings, dev_limit=3,
+    )  # fmt: skip
+    with pytest.raises(InputError, match="metric is em, but the study's first objective is f1"):
+        run_tuning(mismatched, lm)
+    assert not engine.prompts  # refused before any model call
+
+    result = run_tuning(recipe, lm, tmp_path / "tuned")
+    saved, scores, _ = read_artifact(result.artifact)
+    assert saved["knobs"] == result.chosen.user_attrs["knobs"]
+    assert scores["after"] == result.chosen.user_attrs["aggregate"]
+    assert saved["tuning"]["study"] == recipe.optimizer.settings["study"] == result.name
+    assert saved["tuning"]["trial"] == result.chosen.number and saved["compiled"] is False
+    assert recipe_of(saved).to_dict() == saved
+
+    other, _ = scripted_lm(reader)
+    again, _ = recompile(
+        result.artifact, "scripted/other", tmp_path / "v2", lm=other, progress=False
+    )
+    rerun = read_artifact(again.artifact)[0]
+    assert rerun["optimizer"]["name"] == "tune" and rerun["tuning"]["study"] != result.name
+    study = optuna.load_study(study_name=rerun["tuning"]["study"], storage=storage)
+    taken = study.trials[rerun["tuning"]["trial"]].user_attrs["knobs"]
+    assert taken.items() <= rerun["knobs"].items()  # the compile writes every knob
+    studies = optuna.get_all_study_names(storage)
+    assert sorted(studies) == sorted([result.name, rerun["tuning"]["study"]])

@@ -14,7 +14,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import TrialState, create_trial
 
 from netcast.errors import InputError
-from netcast.optimize import tune as tuning
+from netcast.optimize import study as tuning
 
 TESTS = str(Path(__file__).resolve().parents[1])
 
@@ -22,7 +22,7 @@ WORKER = """
 import sys, time, dspy
 from helpers import DOCS, ScriptedEngine, WordCounter, last_question
 from netcast.corpus import Corpus
-from netcast.optimize import tune as tuning
+from netcast.optimize import study as tuning
 from netcast.retrievers.bm25 import BM25Retriever
 
 def slow_answer(prompt):

@@ -10,9 +10,8 @@ import pytest
 from dspy import lm15
 
 from helpers import ScriptedEngine
-from netcast.models.factory import context_window, make_lm
+from netcast.models.factory import context_window, endpoint, make_lm
 from netcast.models.replicas import ReplicaEngine
-from netcast.optimize.workflow import endpoint
 
 
 class Down(ScriptedEngine):
