@@ -6,7 +6,9 @@ inside a function too.
   the data, corpus, retrievers and indexes, with the Signatures;
 - the middle: evaluation (it imports no program), the programs, the loading of programs and
   artifacts (``session``, ``artifacts``, ``inputs``), the optimizers;
-- the top: rendering, the benchmarks as specs, the command line."""
+- the top: rendering, the benchmarks as specs, the command line.
+
+And no function over 80 lines, no module over 600, in the package's own folders."""
 
 import ast
 from pathlib import Path
@@ -150,3 +152,35 @@ def test_no_modules_import_each_other_in_a_circle():
         if node not in index:
             visit(node)
     assert circles == []
+
+
+MAX_FUNCTION, MAX_MODULE = 80, 600  # lines, in the package's own folders
+
+
+def too_long(path: Path) -> list[str]:
+    """``path``'s functions over ``MAX_FUNCTION`` lines, and the module if over ``MAX_MODULE``."""
+    source = path.read_text(encoding="utf-8")
+    found = [f"{path.name}: {source.count(chr(10))} lines"] * (source.count("\n") > MAX_MODULE)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION:
+                found.append(f"{path.name}:{node.lineno} {node.name}: {length} lines")
+    return found
+
+
+def test_no_function_over_80_lines_and_no_module_over_600():
+    paths = [
+        p for folder in ("netcast", "optimize", "programs") for p in (ROOT / folder).rglob("*.py")
+    ]
+    assert [line for path in sorted(paths) for line in too_long(path)] == []
+
+
+def test_a_long_function_or_module_is_named(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION))
+    planted = tmp_path / "long.py"
+    planted.write_text("def long():\n" + body + "\n" * MAX_MODULE, encoding="utf-8")
+    assert too_long(planted) == [
+        f"long.py: {MAX_MODULE + MAX_FUNCTION + 1} lines",
+        f"long.py:1 long: {MAX_FUNCTION + 1} lines",
+    ]
