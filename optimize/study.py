@@ -359,7 +359,7 @@ class KnobTuning(Teleprompter):
         study = open_study(
             self.name, s.storage, names, self.seed, s.heartbeat, grid=knob_grid(cls, self.lm)
         )
-        check_resumed(study, self._scored_on(cls.name, student.retriever, trainset, devset))
+        check_resumed(study, self._scored_on(cls.name, names, student.retriever, trainset, devset))
         _tune(
             study,
             s.trials,
@@ -391,7 +391,12 @@ class KnobTuning(Teleprompter):
         return program
 
     def _scored_on(
-        self, program: str, retriever: Retriever, trainset: Sequence, devset: Sequence
+        self,
+        program: str,
+        objectives: list[str],
+        retriever: Retriever,
+        trainset: Sequence,
+        devset: Sequence,
     ) -> dict[str, Any]:
         """What the trials are scored on: a resumed study must match it."""
         s = self.settings
@@ -403,7 +408,7 @@ class KnobTuning(Teleprompter):
         return {
             "program": program,
             "model": self.lm.model,
-            "objectives": parse_objectives(s.objectives),
+            "objectives": objectives,
             "dev_questions": len(devset),
             "questions": questions(devset),
             "retriever": retriever.kind,

@@ -17,7 +17,7 @@ from netcast.files import short_hash, slug
 from netcast.formats import Recipe, recipe_of
 from netcast.optimize.registry import Setup, get_optimizer, optimizer_for
 from netcast.optimize.settings import TuneSettings
-from netcast.optimize.study import KnobTuning, StudyResult
+from netcast.optimize.study import KnobTuning, StudyResult, parse_objectives
 from netcast.optimize.workflow import (
     index_entry,
     make_recipe,
@@ -37,7 +37,7 @@ def tuning_recipe(
     if settings.study is None:
         name = f"{program}-{slug(dataset)}-{slug(lm.model)}-{settings.objectives}"
         settings = TuneSettings.read({**settings.to_dict(), "study": name})
-    metric = settings.objectives.split(",")[0].strip()
+    metric = parse_objectives(settings.objectives)[0]  # refused here, before any model call
     model = getattr(lm, "embedded_name", None) or lm.model
     return make_recipe(
         program=program,
