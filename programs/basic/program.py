@@ -117,13 +117,8 @@ class BasicRAG(NetcastProgram):
         are not gold (the next ones retrieval ranks stand in for the gold ones), then their link
         hop, which passes over the gold passages they name."""
         gold = annotations.require(example, "gold_passages", self.name)
-        k, wanted = self.knobs.k, self.knobs.k
-        while True:
-            found = self.retriever.search(example.question, wanted)
-            hits = [h for h in found if not annotations.is_gold(h.chunk.id, gold)][:k]
-            if len(hits) == k or len(found) < wanted:  # enough, or the pool holds no more
-                break
-            wanted *= 2
+        search = self.retriever.search
+        hits = annotations.top_without_gold(search, example.question, self.knobs.k, gold)
         if self.knobs.links:
             not_gold = [f"{p['id']}#0" for p in gold]  # follow() compares their documents
             hits += follow(hits, self.retriever.corpus, len(hits), self.knobs.links, not_gold)

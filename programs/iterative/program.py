@@ -107,6 +107,42 @@ def chosen_labels(raw: list[str], labels: dict[str, Hit]) -> list[str]:
     return found
 
 
+def search_note(query: str, kept: int, dropped: int) -> str:
+    """A search's line in the agent's history, as its decision step reads it."""
+    return f"search {query!r}: kept {kept} new chunks, dropped {dropped}"
+
+
+def delete_demo(question: str, retrieved: list[str], drop: list[str]) -> dspy.Example:
+    """chunk_delete's demonstration: the passages just retrieved (labelled N1, N2, ... as the
+    agent shows them, the context still empty) and the labels ``drop`` it deletes."""
+    return dspy.Example(
+        question=question,
+        context=[],
+        retrieved=[f"[N{i}] {text}" for i, text in enumerate(retrieved, 1)],
+        delete_ids=drop,
+    ).with_inputs("question", "context", "retrieved")
+
+
+def decision_demo(
+    question: str, kept: list[str], history: list[str], action: str, query: str
+) -> dspy.Example:
+    """The decision step's demonstration over a context of passages ``kept`` (labelled C1,
+    C2, ...) after the searches ``history`` notes."""
+    return dspy.Example(
+        question=question,
+        context=[f"[C{i}] {text}" for i, text in enumerate(kept, 1)],
+        history=history,
+        action=action,
+        query=query,
+    ).with_inputs("question", "context", "history")
+
+
+def answer_demo(question: str, context: list[str], answer: str) -> dspy.Example:
+    return dspy.Example(context=context, notes=[], question=question, answer=answer).with_inputs(
+        "context", "notes", "question"
+    )
+
+
 @register
 class Iterative(NetcastProgram):
     name = "iterative"
@@ -278,9 +314,7 @@ class Iterative(NetcastProgram):
                 step.update(
                     query=query, returned=[h.chunk.id for h in hits], added=added, deleted=deleted
                 )
-                history.append(
-                    f"search {query!r}: kept {len(added)} new chunks, dropped {len(deleted)}"
-                )
+                history.append(search_note(query, len(added), len(deleted)))
             step["context_tokens"] = context.tokens()
             step["context_chunks"] = len(context.by_label)
             if record is not None:
@@ -300,7 +334,9 @@ class Iterative(NetcastProgram):
         passages swapped in for the last others where retrieval missed them): ``delete_chunks``
         deletes exactly the retrieved chunks that are not gold; ``decide`` searches for a gold
         passage the context lacks (by its title, or the MuSiQue sub-question it answers:
-        ``annotations.gold_queries``) and answers once every gold passage is in the context;
+        ``annotations.gold_queries``) over the gold the search kept (every chunk it found where
+        it found no gold, unless ``allow_delete_all``: deleting them all is refused) and
+        answers once every gold passage is in the context;
         ``answer`` gives the gold answer from the gold passages. Not taught: the reasoning
         before a decision and the answer's notes (the agent's own thoughts: the demos have no
         reasoning and empty notes), and ``contextualize`` (memory notes in the auxiliary
@@ -311,25 +347,7 @@ class Iterative(NetcastProgram):
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         shown = annotations.marked_context_with_gold(found, gold, len(found))
         drop = [f"N{i}" for i, (_, source) in enumerate(shown, 1) if source is None]
-        delete = dspy.Example(
-            question=question,
-            context=[],
-            retrieved=[f"[N{i}] {text}" for i, (text, _) in enumerate(shown, 1)],
-            delete_ids=drop,
-        ).with_inputs("question", "context", "retrieved")
-
-        def decision(kept: list[str], dropped: int, action: str, query: str) -> dspy.Example:
-            """The decision after the question's search kept ``kept`` and dropped ``dropped``
-            (no search yet when both are empty)."""
-            searched = f"search {question!r}: kept {len(kept)} new chunks, dropped {dropped}"
-            return dspy.Example(
-                question=question,
-                context=[f"[C{i}] {text}" for i, text in enumerate(kept, 1)],
-                history=[searched] if kept or dropped else [],
-                action=action,
-                query=query,
-            ).with_inputs("question", "context", "history")
-
+        delete = delete_demo(question, [text for text, _ in shown], drop)
         # after the question's search kept what it found of the gold, search a missing gold
         # passage; if it found them all, the first turn (before any search) searches one
         have = [(cid, text) for cid, text in found if annotations.is_gold(cid, gold)]
@@ -337,15 +355,42 @@ class Iterative(NetcastProgram):
         targets = annotations.gold_queries(example)
         missing = [query for passage, query in targets if passage["id"] not in have_ids]
         if missing:
-            search = decision([t for _, t in have], len(found) - len(have), "search", missing[0])
+            kept = [text for _, text in have]
+            if not kept and not self.knobs.allow_delete_all:  # deleting them all is refused
+                kept = [text for _, text in found]
+            searched = [search_note(question, len(kept), len(found) - len(kept))]
+            search = decision_demo(question, kept, searched, "search", missing[0])
         else:
-            search = decision([], 0, "search", targets[0][1])
+            search = decision_demo(question, [], [], "search", targets[0][1])
         gold_context = [text for text, source in shown if source is not None]
-        answer = decision(gold_context, len(drop), "answer", "")
-        final = dspy.Example(
-            context=gold_context, notes=[], question=question, answer=example.answer
-        ).with_inputs("context", "notes", "question")
+        searched = [search_note(question, len(gold_context), len(drop))]
+        answer = decision_demo(question, gold_context, searched, "answer", "")
+        final = answer_demo(question, gold_context, example.answer)
         return {"delete_chunks": [delete], "decide": [search, answer], "answer": [final]}
+
+    def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
+        """The trajectory of a question whose first search finds no gold passage (RAFT's
+        share of examples without the golden document, ``retrieved_share``): its top-``k``
+        that are not gold (the next ones ranked stand in). Deleting them all is refused unless
+        ``allow_delete_all``, so they stay in the context and ``delete_chunks`` gets no
+        demonstration (with it, they are all deleted); ``decide`` then searches a gold passage
+        (the first of ``annotations.gold_queries``): the turn an agent whose first round
+        missed must take; ``answer`` gives the gold answer over the context kept."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        question = example.question
+        search = self.retriever.search
+        texts = self.passages(annotations.top_without_gold(search, question, self.knobs.k, gold))
+        demos: dict[str, list[dspy.Example]] = {}
+        kept = texts
+        if self.knobs.allow_delete_all and texts:
+            every = [f"N{i}" for i in range(1, len(texts) + 1)]
+            demos["delete_chunks"] = [delete_demo(question, texts, every)]
+            kept = []
+        searched = [search_note(question, len(kept), len(texts) - len(kept))]
+        query = annotations.gold_queries(example)[0][1]
+        demos["decide"] = [decision_demo(question, kept, searched, "search", query)]
+        demos["answer"] = [answer_demo(question, kept, example.answer)]
+        return demos
 
 
 @register

@@ -11,7 +11,7 @@ paragraph that hold the hop's answer), ``hops`` (MuSiQue's sub-questions) and ``
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dspy
@@ -51,6 +51,21 @@ def supporting_sentences(passage: dict[str, Any]) -> str | None:
 
 def is_gold(chunk_id: str, gold: Sequence[dict[str, Any]]) -> bool:
     return doc_id_of_chunk(chunk_id) in {p["id"] for p in gold}
+
+
+def top_without_gold(
+    search: Callable[[str, int], list[Any]], question: str, k: int, gold: Sequence[dict[str, Any]]
+) -> list[Any]:
+    """The top ``k`` hits ``search`` ranks for ``question`` that are not gold: the next ones
+    ranked stand in for the gold ones (fewer where the pool holds no more). RAFT's context
+    without the golden document."""
+    wanted = k
+    while True:
+        found = search(question, wanted)
+        hits = [h for h in found if not is_gold(h.chunk.id, gold)][:k]
+        if len(hits) == k or len(found) < wanted:  # enough, or the pool holds no more
+            return hits
+        wanted *= 2
 
 
 def gold_passage_texts(gold: Sequence[dict[str, Any]]) -> list[str]:

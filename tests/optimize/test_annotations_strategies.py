@@ -83,6 +83,45 @@ def test_decide_searches_a_hops_sub_question_and_first_searches_when_retrieval_f
     assert search.context == [] and search.history == [] and search.query == "Seine"
 
 
+@pytest.mark.parametrize("name", ["iterative", "combined"])
+def test_where_the_first_search_finds_no_gold_the_decision_searches_over_what_stays(name, bm25):
+    # only the Seine is gold, and the question's top-1 is the Eiffel Tower: deleting it would
+    # delete every chunk just retrieved, which the agent refuses, so it stays
+    only_seine = annotated()
+    only_seine = only_seine.copy(gold_passages=only_seine.gold_passages[:1], gold_ids=["seine"])
+    search, _ = demos_of(name, bm25, only_seine, k=1)["decide"]
+    assert [unlabelled(c) for c in search.context] == [EIFFEL]
+    assert search.history == [f"search {QUESTION!r}: kept 1 new chunks, dropped 0"]
+    assert search.action == "search" and search.query == "Seine"
+    search, _ = demos_of(name, bm25, only_seine, k=1, allow_delete_all=True)["decide"]
+    assert search.context == [] and search.query == "Seine"
+    assert search.history == [f"search {QUESTION!r}: kept 0 new chunks, dropped 1"]
+
+
+@pytest.mark.parametrize("name", ["iterative", "combined"])
+def test_without_any_gold_retrieved_the_agent_keeps_what_it_found_and_searches_gold(name, bm25):
+    demos = get_program(name)(bm25, k=2).retrieved_demos(annotated())
+    assert set(demos) == {"decide", "answer"}  # deleting every chunk is refused: no demo
+    # the next passages ranked stand in for the gold ones
+    ranked = [h for h in bm25.search(QUESTION, 6) if h.chunk.id not in ("seine#0", "eiffel#0")]
+    expected = [format_passage(h.chunk.title, h.chunk.text) for h in ranked[:2]]
+    (decide,) = demos["decide"]
+    assert [unlabelled(c) for c in decide.context] == expected
+    assert not set(expected) & GOLD_TEXTS
+    assert decide.history == [f"search {QUESTION!r}: kept 2 new chunks, dropped 0"]
+    assert decide.action == "search" and decide.query == "Seine"
+    (final,) = demos["answer"]
+    assert final.context == expected and final.answer == "the Seine" and final.notes == []
+
+    allowed = get_program(name)(bm25, k=2, allow_delete_all=True).retrieved_demos(annotated())
+    (delete,) = allowed["delete_chunks"]
+    assert delete.delete_ids == ["N1", "N2"]
+    assert [unlabelled(r) for r in delete.retrieved] == expected and delete.context == []
+    (decide,) = allowed["decide"]
+    assert decide.context == [] and decide.query == "Seine"
+    assert decide.history == [f"search {QUESTION!r}: kept 0 new chunks, dropped 2"]
+
+
 # --- knowledge ---------------------------------------------------------------------------------
 
 

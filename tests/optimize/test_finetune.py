@@ -823,6 +823,40 @@ def test_annotations_train_basics_answer_step_raft_style(hidden_gold_file, tmp_p
     assert read_artifact(result.artifact)[0]["optimizer"]["settings"]["retrieved_share"] == 0.5
 
 
+def test_the_agents_share_without_gold_trains_it_to_search_again_over_what_it_kept(
+    hidden_gold_file, tmp_path, trainer
+):
+    # the agent's first search (k 1) finds only a distractor; with retrieved_share 1 every
+    # question trains on that trajectory: the distractor stays (deleting it all is refused),
+    # the decision searches the gold title, the answer is the gold one
+    lm = embedded_lm(right_except(set()))
+    recipe = make_recipe(
+        program="iterative",
+        knobs={"k": 1, "reasoning": False},
+        dataset=hidden_gold_file,
+        train_limit=8,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings=AnnotationFinetuneSettings.of_flat(
+            {"retrieved_share": 1.0, "min_examples": 4}
+        ),
+        model="embedded",
+        teacher="annotations",
+    )
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    (call,) = trainer
+    decisions = [c for c in call["chats"] if "action" in reply_of(c)]
+    assert len(decisions) == 8
+    for chat in decisions:
+        n = word(chat[-2]["content"])
+        assert reply_of(chat) == {"action": "search", "query": f"Vault {n}"}
+        assert f"[C1] Item {n}: Item {n} is Word{n} what." in chat[-2]["content"]
+        assert f"Its code is Secret{n}" not in chat[-2]["content"]
+    examples = read_artifact(result.artifact)[0]["finetune"]["examples"]
+    assert examples["retrieved"] == 8
+    assert examples["per_step"] == {"decide": 8, "answer": 8}
+
+
 def test_annotation_finetune_settings_are_checked(qa_file):
     with pytest.raises(InputError, match="retrieved_share=2"):
         AnnotationFinetuneSettings.of_flat({"retrieved_share": 2})
