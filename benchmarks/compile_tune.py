@@ -63,7 +63,11 @@ def main() -> None:
         done = [t for t in study.trials if t.values is not None]
         front = {t.number for t in tuning.pareto_front(done)}
         knee = tuning.pick(study, "knee").number
+    report(args, lm, result, done, front, knee)
 
+
+def report(args, lm, result, done: list, front: set[int], knee: int) -> None:
+    """The compile's before/after table, then the study's trials with its Pareto front."""
     header(
         f"Compile basic (BootstrapFewShot, {args.train} train questions; scored on "
         f"{args.dev} dev questions, {model_label(lm)})"

@@ -96,7 +96,7 @@ def one(
     }
 
 
-def main() -> None:
+def parse() -> argparse.Namespace:
     made = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -124,18 +124,11 @@ def main() -> None:
     args = made.parse_args()
     if args.compare and not args.checkpointed:
         made.error("--compare compares with --checkpointed: give both")
-    if args.one:
-        lengths = [int(t) for t in args.one[1].split(",")]
-        got = one(args.one[0], lengths, args.steps, args.threads, args.trim, args.checkpointed)
-        print(json.dumps(got))
-        return
-    compare = args.checkpointed and args.compare
-    modes = [False, True] if compare else [args.checkpointed]
-    runs = [(str(t), args.steps, False, mode) for t in args.tokens for mode in modes]
-    if args.mixed:
-        mixed = ",".join(str(t) for t in args.tokens)
-        runs += [(mixed, args.mixed, False, args.checkpointed)]
-        runs += [(mixed, args.mixed, True, args.checkpointed)]
+    return args
+
+
+def measured_rows(args: argparse.Namespace, runs: list, compare: bool) -> list[list[str]]:
+    """A table row per model and run, each run in a process of its own (``--one``)."""
     rows, plain_seconds = [], None
     for model in args.models:
         for lengths, steps, trim, checkpointed in runs:
@@ -170,6 +163,24 @@ def main() -> None:
                 row.append(f"{got['seconds'] / plain_seconds:.2f}x" if ratio else "")
                 plain_seconds = None if checkpointed else got["seconds"]
             rows.append(row)
+    return rows
+
+
+def main() -> None:
+    args = parse()
+    if args.one:
+        lengths = [int(t) for t in args.one[1].split(",")]
+        got = one(args.one[0], lengths, args.steps, args.threads, args.trim, args.checkpointed)
+        print(json.dumps(got))
+        return
+    compare = args.checkpointed and args.compare
+    modes = [False, True] if compare else [args.checkpointed]
+    runs = [(str(t), args.steps, False, mode) for t in args.tokens for mode in modes]
+    if args.mixed:
+        mixed = ",".join(str(t) for t in args.tokens)
+        runs += [(mixed, args.mixed, False, args.checkpointed)]
+        runs += [(mixed, args.mixed, True, args.checkpointed)]
+    rows = measured_rows(args, runs, compare)
     header(
         "LoRA training memory against the memory check's estimate",
         [f"one process a row, {args.threads} threads"]

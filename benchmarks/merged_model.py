@@ -79,6 +79,38 @@ def top1(llm, tokens: list[int], answer: list[int]) -> list[int]:
     return [int(llm.scores[start + i].argmax()) for i in range(len(answer))]
 
 
+def measure_speeds(arms: dict, examples: list, new_tokens: int) -> tuple[list, dict]:
+    """Each question's prompt (tokens) and each arm's (prompt, generation) tokens a second on
+    it, the arms' order rotated per question."""
+    models = {name: load(*paths) for name, paths in arms.items()}
+    prompts = [models["base"].tokenize(prompt_text(e).encode(), special=True) for e in examples]
+    for llm in models.values():  # warm-up: the files' pages read in, threads started
+        speeds(llm, prompts[0][:64], 4)
+    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
+    names = list(arms)
+    for i, tokens in enumerate(prompts):
+        for name in names[i % 3 :] + names[: i % 3]:  # rotated order per question
+            rates[name].append(speeds(models[name], tokens, new_tokens))
+    return prompts, rates
+
+
+def top1_agreement(arms: dict, prompts: list, new_tokens: int) -> dict[str, list[int]]:
+    """For the merged file and the base: [agreeing, compared] top-1 tokens against the runtime
+    adapter's, along the runtime adapter's greedy answer."""
+    scored = {name: load(*arms[name], logits_all=True) for name in arms}
+    agree = {"merged file": [0, 0], "base": [0, 0]}
+    for tokens in prompts:
+        answer = greedy(scored["runtime adapter"], tokens, new_tokens)
+        if not answer:
+            continue
+        reference = top1(scored["runtime adapter"], tokens, answer)
+        for name in agree:
+            got = top1(scored[name], tokens, answer)
+            agree[name][0] += sum(a == b for a, b in zip(got, reference, strict=True))
+            agree[name][1] += len(reference)
+    return agree
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, default=10)
@@ -105,28 +137,8 @@ def main() -> None:
     examples = load_dataset("hotpotqa-sample", "dev", limit=args.questions).examples
 
     arms = {"base": (base, None), "runtime adapter": (base, adapter), "merged file": (merged, None)}
-    models = {name: load(*paths) for name, paths in arms.items()}
-    prompts = [models["base"].tokenize(prompt_text(e).encode(), special=True) for e in examples]
-    for llm in models.values():  # warm-up: the files' pages read in, threads started
-        speeds(llm, prompts[0][:64], 4)
-    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
-    names = list(arms)
-    for i, tokens in enumerate(prompts):
-        for name in names[i % 3 :] + names[: i % 3]:  # rotated order per question
-            rates[name].append(speeds(models[name], tokens, args.new_tokens))
-    del models
-
-    scored = {name: load(*arms[name], logits_all=True) for name in arms}
-    agree = {"merged file": [0, 0], "base": [0, 0]}
-    for tokens in prompts:
-        answer = greedy(scored["runtime adapter"], tokens, args.new_tokens)
-        if not answer:
-            continue
-        reference = top1(scored["runtime adapter"], tokens, answer)
-        for name in agree:
-            got = top1(scored[name], tokens, answer)
-            agree[name][0] += sum(a == b for a, b in zip(got, reference, strict=True))
-            agree[name][1] += len(reference)
+    prompts, rates = measure_speeds(arms, examples, args.new_tokens)
+    agree = top1_agreement(arms, prompts, args.new_tokens)
 
     record = lora.read_record(sha)
     header(
