@@ -6,9 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import threading
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -138,6 +141,36 @@ def program_info(program: dspy.Module) -> dict[str, Any]:
     }
 
 
+class ProgressLines:
+    """Where stdout is not a terminal (a log, a pipe) DSPy draws no bar: a plain line (on
+    stderr, or to ``out``) every twentieth of the questions this run has to answer, and at its
+    last: the questions done of all (those a resumed run read back counted), the time this run
+    took and the time left at its pace. ``clock``: the time source (monotonic)."""
+
+    def __init__(
+        self, total: int, todo: int, clock: Callable[[], float] = time.monotonic, out=None
+    ):
+        self.total, self.todo, self.clock = total, todo, clock
+        self.out = out or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.every = max(1, todo // 20)
+        self.finished = 0
+        self.start = clock()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.finished += 1
+            if self.finished % self.every and self.finished != self.todo:
+                return
+            spent = self.clock() - self.start
+            left = spent / self.finished * (self.todo - self.finished)
+            done = self.total - self.todo + self.finished
+            self.out(
+                f"  {done}/{self.total} questions, {timedelta(seconds=int(spent))} elapsed, "
+                f"eta {timedelta(seconds=int(left))}"
+            )
+
+
 def evaluate(
     program: dspy.Module,
     examples: Sequence[dspy.Example],
@@ -156,6 +189,8 @@ def evaluate(
     run (a different one is refused); by default the program's name, knobs, model and prompts
     (``program_info``).
 
+    ``progress``: DSPy's progress bar on a terminal, ``ProgressLines`` elsewhere.
+
     Up to ``max_errors`` failing questions are tolerated (reported in ``errors``, not saved, so
     a rerun retries them); past that the run stops, keeping what finished.
     """
@@ -169,6 +204,8 @@ def evaluate(
     by_id = {ex.id: ex for ex in examples}
     todo = [ex.id for ex in examples if ex.id not in done]
     fresh: dict[str, dict[str, Any]] = {}
+    on_terminal = sys.stdout.isatty()
+    lines = ProgressLines(len(examples), len(todo)) if progress and not on_terminal else None
 
     def run_one(example_id: str):
         example = by_id[example_id]
@@ -177,6 +214,8 @@ def evaluate(
             if log is not None:
                 log.append(row)
         fresh[example_id] = row
+        if lines is not None:
+            lines()
         return row, row["scores"]["f1"]
 
     executor = ParallelExecutor(
@@ -184,7 +223,7 @@ def evaluate(
         max_errors=max_errors + 1,
         # DSPy draws its bar on stdout: only on a terminal, since in a log it is
         # carriage-return noise between a command's own lines (tqdm's ``disable=None``)
-        disable_progress_bar=not (progress and sys.stdout.isatty()),
+        disable_progress_bar=not (progress and on_terminal),
         provide_traceback=False,
         compare_results=True,
         timeout=0,  # no straggler re-submission: each question runs exactly once

@@ -281,3 +281,33 @@ def test_no_progress_bar_is_drawn_where_stdout_is_not_a_terminal(scripted_lm, bm
     captured = capfd.readouterr()
     output = captured.out + captured.err
     assert "Average Metric" not in output and "it/s" not in output
+
+
+def test_where_stdout_is_not_a_terminal_a_plain_line_tells_the_questions_done(
+    scripted_lm, bm25, capsys, tmp_path
+):
+    scripted_lm(lambda prompt: {"answer": "Paris"})
+    evaluate(BasicRAG(bm25, top_k=2), examples()[:2], run_dir=tmp_path, progress=False)
+    assert capsys.readouterr().err == ""  # no progress asked: no line
+    evaluate(BasicRAG(bm25, top_k=2), examples(), run_dir=tmp_path, progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    # resumed: two read back, so this run's two questions are the 3rd and 4th of 4
+    assert [line.split(",")[0].strip() for line in lines] == ["3/4 questions", "4/4 questions"]
+    assert all("elapsed, eta" in line for line in lines)
+
+
+def test_progress_lines_come_every_twentieth_of_the_run_with_the_time_left_at_its_pace():
+    from netcast.evaluation.evaluate import ProgressLines
+
+    now, printed = [0.0], []
+    lines = ProgressLines(100, 40, clock=lambda: now[0], out=printed.append)
+    for _ in range(3):
+        now[0] += 10.0  # ten seconds a question
+        lines()
+    # every 2nd of the 40 to run: after the 2nd, 20 s spent, 38 left at 10 s each
+    assert printed == ["  62/100 questions, 0:00:20 elapsed, eta 0:06:20"]
+    for _ in range(37):
+        now[0] += 10.0
+        lines()
+    assert printed[-1] == "  100/100 questions, 0:06:40 elapsed, eta 0:00:00"
+    assert len(printed) == 20
