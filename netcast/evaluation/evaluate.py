@@ -209,13 +209,15 @@ def evaluate(
 
     def run_one(example_id: str):
         example = by_id[example_id]
-        with interrupts.running("question"):  # a Ctrl-C waits for it: its row is saved
-            row = question_row(example, program(question=example.question), judge_lm)
-            if log is not None:
-                log.append(row)
+        try:
+            with interrupts.running("question"):  # a Ctrl-C waits for it: its row is saved
+                row = question_row(example, program(question=example.question), judge_lm)
+                if log is not None:
+                    log.append(row)
+        finally:  # a failed question is done too (the run's count and pace include it)
+            if lines is not None:
+                lines()
         fresh[example_id] = row
-        if lines is not None:
-            lines()
         return row, row["scores"]["f1"]
 
     executor = ParallelExecutor(

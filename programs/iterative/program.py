@@ -217,6 +217,19 @@ class Iterative(NetcastProgram):
         pool = candidate_hits(session.search, question, corpus, budget, self.knobs.pool_size)
         return budgeted_hits(pool, self.retriever.kind, budget)
 
+    def first_round(self, question: str) -> list[Hit]:
+        """What the first round puts before chunk_delete when its search is the question (as
+        ``search_first`` makes it): the question's top-``k`` and, with ``fallback``, the
+        fallback retrieval's others (``combined``: its budgeted selection). For the
+        annotation teacher: no trace is written."""
+        hits = self.retriever.search(question, self.knobs.k)
+        if self.knobs.fallback:
+            seen = {h.chunk.id for h in hits}
+            hits += [
+                h for h in self.fallback_hits(question, self.retriever) if h.chunk.id not in seen
+            ]
+        return hits
+
     def filter_new(self, question: str, context: WorkingContext, hits: list[Hit]) -> list[str]:
         """chunk_delete over the chunks just retrieved (and ``delete_signal``'s threshold beside
         it): the ids of those it drops."""
@@ -330,66 +343,82 @@ class Iterative(NetcastProgram):
         return dspy.Prediction(answer=answer, evidence=context.ids(), context=passages)
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """From the record's annotations, over the top-``k`` retrieved for its question (gold
-        passages swapped in for the last others where retrieval missed them): ``delete_chunks``
+        """From the record's annotations, over the first round for its question
+        (``first_round``: its top-``k``; ``combined``: with its budgeted selection), gold
+        passages swapped in for the last others where retrieval missed them: ``delete_chunks``
         deletes exactly the retrieved chunks that are not gold; ``decide`` searches for a gold
         passage the context lacks (by its title, or the MuSiQue sub-question it answers:
         ``annotations.gold_queries``) over the gold the search kept (every chunk it found where
         it found no gold, unless ``allow_delete_all``: deleting them all is refused) and
-        answers once every gold passage is in the context;
-        ``answer`` gives the gold answer from the gold passages. Not taught: the reasoning
+        answers once every gold passage is in the context; ``answer`` gives the gold answer
+        from the gold passages. With ``delete`` off nothing is deleted: no ``delete_chunks``
+        demonstration, and every chunk found stays in the contexts shown. Not taught: the
+        reasoning
         before a decision and the answer's notes (the agent's own thoughts: the demos have no
         reasoning and empty notes), and ``contextualize`` (memory notes in the auxiliary
         model's own words, which no annotation holds)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
-        hits = self.retriever.search(question, self.knobs.k)
+        hits = self.first_round(question)
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         shown = annotations.marked_context_with_gold(found, gold, len(found))
-        drop = [f"N{i}" for i, (_, source) in enumerate(shown, 1) if source is None]
-        delete = delete_demo(question, [text for text, _ in shown], drop)
-        # after the question's search kept what it found of the gold, search a missing gold
-        # passage; if it found them all, the first turn (before any search) searches one
+        deleting = self.knobs.delete
+        drop = [f"N{i}" for i, (_, src) in enumerate(shown, 1) if src is None and deleting]
+        demos = {"delete_chunks": [delete_demo(question, [t for t, _ in shown], drop)]}
+        # after the question's search kept what it found of the gold (everything it found,
+        # without the delete step), search a missing gold passage; if it found them all, the
+        # first turn (before any search) searches one
         have = [(cid, text) for cid, text in found if annotations.is_gold(cid, gold)]
         have_ids = {doc_id_of_chunk(cid) for cid, _ in have}
         targets = annotations.gold_queries(example)
         missing = [query for passage, query in targets if passage["id"] not in have_ids]
         if missing:
-            kept = [text for _, text in have]
+            kept = [text for _, text in (have if deleting else found)]
             if not kept and not self.knobs.allow_delete_all:  # deleting them all is refused
                 kept = [text for _, text in found]
             searched = [search_note(question, len(kept), len(found) - len(kept))]
             search = decision_demo(question, kept, searched, "search", missing[0])
         else:
             search = decision_demo(question, [], [], "search", targets[0][1])
-        gold_context = [text for text, source in shown if source is not None]
-        searched = [search_note(question, len(gold_context), len(drop))]
-        answer = decision_demo(question, gold_context, searched, "answer", "")
-        final = answer_demo(question, gold_context, example.answer)
-        return {"delete_chunks": [delete], "decide": [search, answer], "answer": [final]}
+        context = [text for text, source in shown if source is not None or not deleting]
+        searched = [search_note(question, len(context), len(drop))]
+        answer = decision_demo(question, context, searched, "answer", "")
+        demos["decide"] = [search, answer]
+        demos["answer"] = [answer_demo(question, context, example.answer)]
+        if not deleting:
+            del demos["delete_chunks"]
+        return demos
 
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """The trajectory of a question whose first search finds no gold passage (RAFT's
-        share of examples without the golden document, ``retrieved_share``): its top-``k``
-        that are not gold (the next ones ranked stand in). Deleting them all is refused unless
-        ``allow_delete_all``, so they stay in the context and ``delete_chunks`` gets no
-        demonstration (with it, they are all deleted); ``decide`` then searches a gold passage
-        (the first of ``annotations.gold_queries``): the turn an agent whose first round
-        missed must take; ``answer`` gives the gold answer over the context kept."""
+        share of examples without the golden document, ``retrieved_share``): its first round
+        without the gold (``iterative``: the question's top-``k`` that are not gold, the next
+        ones ranked standing in). Deleting every chunk is refused unless ``allow_delete_all``,
+        so they stay in the context and ``delete_chunks`` gets no demonstration (with it,
+        they are all deleted); ``decide`` then searches a gold passage (the first of
+        ``annotations.gold_queries``): the turn an agent whose first round missed must take;
+        ``answer`` gives the gold answer over what stayed and the gold passages that search
+        is for (RAFT's distractors beside the evidence)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
-        search = self.retriever.search
-        texts = self.passages(annotations.top_without_gold(search, question, self.knobs.k, gold))
+        if self.knobs.initial == "budget":
+            hits = [
+                h for h in self.first_round(question) if not annotations.is_gold(h.chunk.id, gold)
+            ]
+        else:
+            hits = annotations.top_without_gold(self.retriever.search, question, self.knobs.k, gold)
+        texts = self.passages(hits)
         demos: dict[str, list[dspy.Example]] = {}
         kept = texts
-        if self.knobs.allow_delete_all and texts:
+        if self.knobs.delete and self.knobs.allow_delete_all and texts:
             every = [f"N{i}" for i in range(1, len(texts) + 1)]
             demos["delete_chunks"] = [delete_demo(question, texts, every)]
             kept = []
         searched = [search_note(question, len(kept), len(texts) - len(kept))]
         query = annotations.gold_queries(example)[0][1]
         demos["decide"] = [decision_demo(question, kept, searched, "search", query)]
-        demos["answer"] = [answer_demo(question, kept, example.answer)]
+        context = kept + annotations.gold_passage_texts(gold)
+        demos["answer"] = [answer_demo(question, context, example.answer)]
         return demos
 
 

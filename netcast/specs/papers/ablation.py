@@ -185,7 +185,10 @@ def run_ablation(spec: Spec, make: MakeLM, threads: int = 1, progress: bool = Tr
         runner = WithContext(program) if table_.records_context else program
         folder = spec.run_dir / config.folder
         if progress:
-            print(f"[{spec.name}] {config.label}: {len(data.examples)} questions -> {folder}")
+            print(
+                f"[{spec.name}] {config.label}: {len(data.examples)} questions -> {folder}",
+                flush=True,
+            )
         with dspy.context(lm=lm):
             result = evaluate(
                 runner,

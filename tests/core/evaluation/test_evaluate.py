@@ -296,6 +296,16 @@ def test_where_stdout_is_not_a_terminal_a_plain_line_tells_the_questions_done(
     assert all("elapsed, eta" in line for line in lines)
 
 
+def test_a_failed_question_counts_in_the_progress_lines(scripted_lm, bm25, last_question, capsys):
+    scripted_lm(answer_by_question(last_question))
+    data = examples()
+    data.insert(1, dspy.Example(id="bad", question="FAIL here").with_inputs("question"))
+    result = evaluate(BasicRAG(bm25), data, progress=True)
+    assert set(result.errors) == {"bad"}
+    lines = [x for x in capsys.readouterr().err.splitlines() if " questions, " in x]
+    assert [x.split(",")[0].strip() for x in lines] == [f"{n}/5 questions" for n in range(1, 6)]
+
+
 def test_progress_lines_come_every_twentieth_of_the_run_with_the_time_left_at_its_pace():
     from netcast.evaluation.evaluate import ProgressLines
 
