@@ -141,28 +141,45 @@ def program_info(program: dspy.Module) -> dict[str, Any]:
     }
 
 
+# the least time between two progress lines: a short evaluation (a compile's scoring, a smoke
+# run) writes none
+PROGRESS_GAP = 30.0
+
+
 class ProgressLines:
     """Where stdout is not a terminal (a log, a pipe) DSPy draws no bar: a plain line (on
-    stderr, or to ``out``) every twentieth of the questions this run has to answer, and at its
-    last: the questions done of all (those a resumed run read back counted), the time this run
+    stderr, or to ``out``) every twentieth of the questions this run has to answer and at its
+    last, when ``gap`` seconds (``PROGRESS_GAP``) have passed since the run's start or its last
+    line: the questions done of all (those a resumed run read back counted), the time this run
     took and the time left at its pace. ``clock``: the time source (monotonic)."""
 
     def __init__(
-        self, total: int, todo: int, clock: Callable[[], float] = time.monotonic, out=None
+        self,
+        total: int,
+        todo: int,
+        clock: Callable[[], float] = time.monotonic,
+        out=None,
+        gap: float | None = None,
     ):
         self.total, self.todo, self.clock = total, todo, clock
         self.out = out or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.gap = PROGRESS_GAP if gap is None else gap
         self.every = max(1, todo // 20)
         self.finished = 0
-        self.start = clock()
+        self.start = self.last = clock()
         self._lock = threading.Lock()
 
-    def __call__(self) -> None:
+    def __call__(self, answered: bool = True) -> None:
+        """One more question done; ``answered=False``: it failed, counted but never the
+        occasion of a line (a command that stops on it ends with its one error line)."""
         with self._lock:
             self.finished += 1
-            if self.finished % self.every and self.finished != self.todo:
+            now = self.clock()
+            due = self.finished % self.every == 0 or self.finished == self.todo
+            if not answered or not due or now - self.last < self.gap:
                 return
-            spent = self.clock() - self.start
+            self.last = now
+            spent = now - self.start
             left = spent / self.finished * (self.todo - self.finished)
             done = self.total - self.todo + self.finished
             self.out(
@@ -209,6 +226,7 @@ def evaluate(
 
     def run_one(example_id: str):
         example = by_id[example_id]
+        row = None
         try:
             with interrupts.running("question"):  # a Ctrl-C waits for it: its row is saved
                 row = question_row(example, program(question=example.question), judge_lm)
@@ -216,7 +234,7 @@ def evaluate(
                     log.append(row)
         finally:  # a failed question is done too (the run's count and pace include it)
             if lines is not None:
-                lines()
+                lines(answered=row is not None)
         fresh[example_id] = row
         return row, row["scores"]["f1"]
 

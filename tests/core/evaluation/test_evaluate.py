@@ -1,3 +1,4 @@
+import importlib
 import json
 
 import dspy
@@ -284,9 +285,13 @@ def test_no_progress_bar_is_drawn_where_stdout_is_not_a_terminal(scripted_lm, bm
 
 
 def test_where_stdout_is_not_a_terminal_a_plain_line_tells_the_questions_done(
-    scripted_lm, bm25, capsys, tmp_path
+    scripted_lm, bm25, capsys, tmp_path, monkeypatch
 ):
+    module = importlib.import_module("netcast.evaluation.evaluate")
     scripted_lm(lambda prompt: {"answer": "Paris"})
+    evaluate(BasicRAG(bm25, top_k=2), examples()[:1], progress=True)  # quick: no line
+    assert " questions, " not in capsys.readouterr().err
+    monkeypatch.setattr(module, "PROGRESS_GAP", 0.0)
     evaluate(BasicRAG(bm25, top_k=2), examples()[:2], run_dir=tmp_path, progress=False)
     assert capsys.readouterr().err == ""  # no progress asked: no line
     evaluate(BasicRAG(bm25, top_k=2), examples(), run_dir=tmp_path, progress=True)
@@ -296,21 +301,26 @@ def test_where_stdout_is_not_a_terminal_a_plain_line_tells_the_questions_done(
     assert all("elapsed, eta" in line for line in lines)
 
 
-def test_a_failed_question_counts_in_the_progress_lines(scripted_lm, bm25, last_question, capsys):
+def test_a_failed_question_counts_in_the_progress_lines_without_a_line_of_its_own(
+    scripted_lm, bm25, last_question, capsys, monkeypatch
+):
+    module = importlib.import_module("netcast.evaluation.evaluate")
+    monkeypatch.setattr(module, "PROGRESS_GAP", 0.0)
     scripted_lm(answer_by_question(last_question))
     data = examples()
     data.insert(1, dspy.Example(id="bad", question="FAIL here").with_inputs("question"))
     result = evaluate(BasicRAG(bm25), data, progress=True)
     assert set(result.errors) == {"bad"}
     lines = [x for x in capsys.readouterr().err.splitlines() if " questions, " in x]
-    assert [x.split(",")[0].strip() for x in lines] == [f"{n}/5 questions" for n in range(1, 6)]
+    # the failed 2nd is counted, and no line is printed for it
+    assert [x.split(",")[0].strip() for x in lines] == [f"{n}/5 questions" for n in (1, 3, 4, 5)]
 
 
 def test_progress_lines_come_every_twentieth_of_the_run_with_the_time_left_at_its_pace():
     from netcast.evaluation.evaluate import ProgressLines
 
     now, printed = [0.0], []
-    lines = ProgressLines(100, 40, clock=lambda: now[0], out=printed.append)
+    lines = ProgressLines(100, 40, clock=lambda: now[0], out=printed.append, gap=0.0)
     for _ in range(3):
         now[0] += 10.0  # ten seconds a question
         lines()
