@@ -107,6 +107,12 @@ def chosen_labels(raw: list[str], labels: dict[str, Hit]) -> list[str]:
     return found
 
 
+def with_others(hits: list[Hit], more: list[Hit]) -> list[Hit]:
+    """``hits``, then those of ``more`` it does not hold (a first round's fallback)."""
+    seen = {h.chunk.id for h in hits}
+    return hits + [h for h in more if h.chunk.id not in seen]
+
+
 def search_note(query: str, kept: int, dropped: int) -> str:
     """A search's line in the agent's history, as its decision step reads it."""
     return f"search {query!r}: kept {kept} new chunks, dropped {dropped}"
@@ -224,10 +230,7 @@ class Iterative(NetcastProgram):
         annotation teacher: no trace is written."""
         hits = self.retriever.search(question, self.knobs.k)
         if self.knobs.fallback:
-            seen = {h.chunk.id for h in hits}
-            hits += [
-                h for h in self.fallback_hits(question, self.retriever) if h.chunk.id not in seen
-            ]
+            hits = with_others(hits, self.fallback_hits(question, self.retriever))
         return hits
 
     def filter_new(self, question: str, context: WorkingContext, hits: list[Hit]) -> list[str]:
@@ -314,10 +317,7 @@ class Iterative(NetcastProgram):
                 query = query or question
                 hits = session.search(query, knobs.k)
                 if knobs.fallback and not searched:  # guard against query drift (first round)
-                    seen = {h.chunk.id for h in hits}
-                    hits += [
-                        h for h in self.fallback_hits(question, session) if h.chunk.id not in seen
-                    ]
+                    hits = with_others(hits, self.fallback_hits(question, session))
                 searched = True
                 new = [h for h in hits if h.chunk.id not in context]
                 deleted = self.filter_new(question, context, new) if knobs.delete and new else []
@@ -353,10 +353,9 @@ class Iterative(NetcastProgram):
         answers once every gold passage is in the context; ``answer`` gives the gold answer
         from the gold passages. With ``delete`` off nothing is deleted: no ``delete_chunks``
         demonstration, and every chunk found stays in the contexts shown. Not taught: the
-        reasoning
-        before a decision and the answer's notes (the agent's own thoughts: the demos have no
-        reasoning and empty notes), and ``contextualize`` (memory notes in the auxiliary
-        model's own words, which no annotation holds)."""
+        reasoning before a decision and the answer's notes (the agent's own thoughts: the
+        demos have no reasoning and empty notes), and ``contextualize`` (memory notes in the
+        auxiliary model's own words, which no annotation holds)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
         hits = self.first_round(question)
@@ -364,7 +363,9 @@ class Iterative(NetcastProgram):
         shown = annotations.marked_context_with_gold(found, gold, len(found))
         deleting = self.knobs.delete
         drop = [f"N{i}" for i, (_, src) in enumerate(shown, 1) if src is None and deleting]
-        demos = {"delete_chunks": [delete_demo(question, [t for t, _ in shown], drop)]}
+        demos = {}
+        if deleting:
+            demos["delete_chunks"] = [delete_demo(question, [t for t, _ in shown], drop)]
         # after the question's search kept what it found of the gold (everything it found,
         # without the delete step), search a missing gold passage; if it found them all, the
         # first turn (before any search) searches one
@@ -385,8 +386,6 @@ class Iterative(NetcastProgram):
         answer = decision_demo(question, context, searched, "answer", "")
         demos["decide"] = [search, answer]
         demos["answer"] = [answer_demo(question, context, example.answer)]
-        if not deleting:
-            del demos["delete_chunks"]
         return demos
 
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:

@@ -767,25 +767,30 @@ def hidden_gold_file(tmp_path):
     return str(path)
 
 
+def annotation_recipe(qa_file, program, knobs, *, limit, share):
+    """A ``--teacher annotations --optimizer finetune`` recipe with RAFT's ``share``."""
+    return make_recipe(
+        program=program,
+        knobs=knobs,
+        dataset=qa_file,
+        train_limit=limit,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings=AnnotationFinetuneSettings.of_flat(
+            {"retrieved_share": share, "min_examples": 4}
+        ),
+        model="embedded",
+        teacher="annotations",
+    )
+
+
 def test_annotations_train_basics_answer_step_raft_style(hidden_gold_file, tmp_path, trainer):
     from netcast.models.factory import default_adapter
     from netcast.programs import BasicRAG
     from netcast.signatures import AnswerQuestion
 
     lm = embedded_lm(right_except(set()))
-    recipe = make_recipe(
-        program="basic",
-        knobs={"k": 1},
-        dataset=hidden_gold_file,
-        train_limit=16,
-        dev_limit=2,
-        optimizer="finetune",
-        optimizer_settings=AnnotationFinetuneSettings.of_flat(
-            {"retrieved_share": 0.5, "min_examples": 4}
-        ),
-        model="embedded",
-        teacher="annotations",
-    )
+    recipe = annotation_recipe(hidden_gold_file, "basic", {"k": 1}, limit=16, share=0.5)
     result = compile_recipe(recipe, tmp_path / "art", lm=lm)
     questions = train_questions(hidden_gold_file, 16)
     assert not any(q in c[-1]["content"] for q in questions for c in lm.engine.chats)  # no call
@@ -830,19 +835,8 @@ def test_the_agents_share_without_gold_trains_it_to_search_again_over_what_it_ke
     # question trains on that trajectory: the distractor stays (deleting it all is refused),
     # the decision searches the gold title, the answer is the gold one
     lm = embedded_lm(right_except(set()))
-    recipe = make_recipe(
-        program="iterative",
-        knobs={"k": 1, "reasoning": False},
-        dataset=hidden_gold_file,
-        train_limit=8,
-        dev_limit=2,
-        optimizer="finetune",
-        optimizer_settings=AnnotationFinetuneSettings.of_flat(
-            {"retrieved_share": 1.0, "min_examples": 4}
-        ),
-        model="embedded",
-        teacher="annotations",
-    )
+    knobs = {"k": 1, "reasoning": False}
+    recipe = annotation_recipe(hidden_gold_file, "iterative", knobs, limit=8, share=1.0)
     result = compile_recipe(recipe, tmp_path / "art", lm=lm)
     (call,) = trainer
     decisions = [c for c in call["chats"] if "action" in reply_of(c)]
