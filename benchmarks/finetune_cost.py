@@ -21,6 +21,8 @@ from pathlib import Path
 
 from _common import header, table
 
+from netcast.models.lora import artifact_adapters
+
 
 def read_rows(folder: Path) -> dict[str, dict]:
     """A spec row's questions by id (its ``predictions.jsonl``)."""
@@ -42,8 +44,8 @@ def estimate(tuned: dict) -> str:
     )
 
 
-def training_rows(recipe: dict) -> list[list[object]]:
-    tuned = recipe["finetune"]
+def training_rows(tuned: dict) -> list[list[object]]:
+    """One adapter's training (a recipe's ``finetune`` entry, or one step's)."""
     examples = tuned["examples"]
     losses = tuned["loss_curve"]
     window = max(1, min(25, len(losses) // 4))
@@ -106,7 +108,9 @@ def main() -> None:
     if "finetune" not in recipe:
         raise SystemExit(f"finetune_cost: {parsed.artifact}/recipe.json holds no adapter")
     header("What a fine-tuned program cost", [f"artifact: {parsed.artifact}"])
-    table(["training", "value"], training_rows(recipe))
+    for step, entry in artifact_adapters(recipe["finetune"]).items():
+        what = "training" if step is None else f"training {step}'s adapter"
+        table([what, "value"], training_rows(entry))
     rows = inference_rows(read_rows(parsed.tuned), read_rows(parsed.untuned))
     table(["a question", parsed.tuned.name, parsed.untuned.name, "ratio"], rows)
 

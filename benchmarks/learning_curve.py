@@ -23,6 +23,8 @@ from pathlib import Path
 
 from _common import header, table
 
+from netcast.models.lora import artifact_adapters
+
 ARTIFACTS = Path("benchmarks/results/artifacts")
 
 
@@ -43,7 +45,8 @@ def trained_on(row: str) -> tuple[int, int]:
     recipe = json.loads(path.read_text())
     if "finetune" not in recipe:
         raise SystemExit(f"error: {path}: not a tuned artifact (no 'finetune' record)")
-    return recipe["dataset"]["train_limit"], recipe["finetune"]["examples"]["count"]
+    adapters = artifact_adapters(recipe["finetune"]).values()
+    return recipe["dataset"]["train_limit"], sum(e["examples"]["count"] for e in adapters)
 
 
 def main() -> None:

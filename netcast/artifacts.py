@@ -7,6 +7,8 @@
     meta.json      format, versions (netcast, dspy, python), lineage (parent artifact)
     lora.gguf      a tuned model's LoRA adapter (``--optimizer finetune``), when the program
                    runs one; the recipe's ``finetune`` entry holds its and its base's sha256
+    lora-<step>.gguf  instead, each step's own adapter (``multitask=false``); the entry holds
+                   each under ``finetune.steps``
 
 Loading never unpickles unless the caller passes ``allow_pickle=True``.
 """

@@ -290,10 +290,19 @@ ARTIFACT_FIELDS = (
 def adapter_line(recipe: dict[str, Any]) -> str | None:
     """What a tuned artifact's adapter is (its recipe's ``finetune`` entry), in one line: the
     file and its sha256, the base model, the examples it was trained on, the loss and the
-    training time."""
+    training time; with one adapter per step, each step's, one line each."""
     entry = recipe.get("finetune")
     if not isinstance(entry, dict):
         return None
+    steps = entry.get("steps")
+    if isinstance(steps, dict):
+        return "\n".join(
+            f"{step}'s " + _adapter_line(e) for step, e in steps.items() if isinstance(e, dict)
+        )
+    return _adapter_line(entry)
+
+
+def _adapter_line(entry: dict[str, Any]) -> str:
     adapter, base = entry.get("adapter") or {}, entry.get("base") or {}
     examples = entry.get("examples") or {}
     steps = ", ".join(f"{k} {v}" for k, v in (examples.get("per_step") or {}).items())

@@ -119,7 +119,8 @@ def load(
     the recipe's model, with the LM settings it was compiled with (an embedded model's context
     window), unless ``model`` (a model name or a ``dspy.BaseLM``) overrides it. An artifact
     whose model was tuned (``lora.gguf``) serves its adapter over that model, which must be the
-    adapter's base (``netcast.models.lora.serve_artifact_adapter``). ``merge_adapter=True``
+    adapter's base (``netcast.models.lora.serve_artifact_adapter``); one tuned with an adapter
+    per step (``lora-<step>.gguf``) runs each step on its own. ``merge_adapter=True``
     serves it merged into a cached copy of the model file instead (``netcast.models.merge``:
     near the base model's speed, a few greedy tokens apart from the runtime adapter's); an LM
     given as ``model`` that already merges (``make_lm(..., merge_adapter=True)``) keeps doing
@@ -140,15 +141,12 @@ def load(
             lm = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
         else:  # another model: the recipe's settings were for its own
             lm = make_lm(model_name(model))
-    trained_on = None
-    if recipe.get("finetune"):  # a tuned model: its adapter, checked against lm's weights
-        from netcast.models.lora import serve_artifact_adapter, served_from
+    trained_on, step_lms = None, {}
+    if recipe.get("finetune"):  # a tuned model: its adapters, checked against lm's weights
+        from netcast.models.lora import served_from
 
-        lm = serve_artifact_adapter(lm, Path(directory), recipe["finetune"])
-        if merge_adapter:
-            from netcast.models.lora_provider import merging
-
-            lm = merging(lm)
+        step_lms = _tuned_lms(lm, Path(directory), recipe["finetune"], merge_adapter)
+        lm = step_lms.pop(None, lm)
         if served_from(lm):  # the adapter on a server: prompted as the tuned model was trained
             spec = recipe["model"]
             trained_on = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
@@ -168,7 +166,30 @@ def load(
     built = build_program(name, retriever, settings, lm=trained_on or lm)
     load_program_state(built, Path(directory), allow_pickle)
     built.set_lm(lm)
+    for step, predictor in built.named_predictors():  # a step with its own adapter runs it
+        predictor.lm = step_lms.get(step.removesuffix(".predict"), predictor.lm)
     return built
+
+
+def _tuned_lms(lm: Any, directory: Path, entry: dict[str, Any], merge: bool) -> dict[Any, Any]:
+    """``lm`` serving each adapter a tuned artifact holds, by the step it serves (None: the
+    one its steps share; ``netcast.models.lora.artifact_adapters``), merged into a cached copy
+    of the model file where ``merge``. A server serves one adapter: one per step is refused."""
+    from netcast.models.lora import artifact_adapters, serve_artifact_adapter, served_from
+
+    adapters = artifact_adapters(entry)
+    if None not in adapters and served_from(lm):
+        raise InputError(
+            f"{directory}: its steps run adapters of their own "
+            f"({', '.join(str(e.get('adapter', {}).get('file')) for e in adapters.values())}); "
+            "a server serves one: load it with the embedded model it was tuned on"
+        )
+    served = {step: serve_artifact_adapter(lm, directory, e) for step, e in adapters.items()}
+    if merge:
+        from netcast.models.lora_provider import merging
+
+        served = {step: merging(step_lm) for step, step_lm in served.items()}
+    return served
 
 
 def _knobs_for(name: str, recipe: dict[str, Any], knobs: dict[str, Any]) -> dict[str, Any]:

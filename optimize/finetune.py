@@ -142,9 +142,12 @@ class AnnotationFinetuneSettings(TrainingSettings):
     builds without any gold passage, the next passages it ranks in their place
     (``retrieved_demos``, where the strategy has them; RAFT's examples without the golden
     document), so the model also learns to answer, or not, without the evidence. No model is
-    called to make the examples."""
+    called to make the examples. ``multitask``: every step trains one shared adapter (DSPy's
+    ``multitask``); False: each step trains its own, on its own examples only, one after the
+    other, and runs it (the artifact holds ``lora-<step>.gguf`` per step)."""
 
     retrieved_share: float = 0.2
+    multitask: bool = True
 
     def check(self) -> None:
         super().check()
@@ -280,9 +283,11 @@ class TunedResult:
     trained: list[Trained] = field(default_factory=list)
     candidates: list[dict[str, Any]] = field(default_factory=list)
 
-    def adapter(self) -> tuple[str, Trained] | None:
-        """(the adapter's sha256, its finetune) the compiled program runs, if any."""
-        for predictor in self.program.predictors() if self.program is not None else []:
+    def adapters(self) -> dict[str | None, tuple[str, Trained | None]]:
+        """The adapters the compiled program runs: ``{None: (sha256, its finetune)}`` where its
+        tuned steps share one, else each tuned step's, by the step's name."""
+        found: dict[str, tuple[str, Trained | None]] = {}
+        for name, predictor in self.program.named_predictors() if self.program else []:
             model = getattr(predictor.lm, "model", "")
             try:
                 sha = lora.parse_model_id(model)[1]
@@ -290,8 +295,10 @@ class TunedResult:
                 continue
             if sha:
                 trained = next((t for t in reversed(self.trained) if t.model == model), None)
-                return sha, trained
-        return None
+                found[name.removesuffix(".predict")] = (sha, trained)
+        if len({sha for sha, _ in found.values()}) == 1:
+            return {None: next(iter(found.values()))}
+        return dict(found)
 
 
 class FinetuneCompile(Teleprompter):
@@ -381,22 +388,33 @@ class FinetuneCompile(Teleprompter):
 
 
 def adapter_files(tele: FinetuneCompile) -> dict[str, Path]:
-    """The files the artifact holds beside the program: the adapter the program runs."""
-    found = tele.result.adapter()
-    return {"lora.gguf": lora.adapter_path(found[0])} if found else {}
+    """The files the artifact holds beside the program: the adapters the program runs
+    (``lora.gguf``, or ``lora-<step>.gguf`` per step)."""
+    return {
+        lora.adapter_file(step): lora.adapter_path(sha)
+        for step, (sha, _) in tele.result.adapters().items()
+    }
 
 
 def record(recipe: Any, tele: FinetuneCompile) -> dict[str, Any]:
     """What the recipe gains: the adapter (``finetune``: the base model's and the adapter's
-    sha256, the training settings, the examples' provenance, the loss curve) and, for
-    better-together, its candidates."""
+    sha256, the training settings, the examples' provenance, the loss curve; with one adapter
+    per step, that entry per step under ``finetune.steps``) and, for better-together, its
+    candidates."""
     entry: dict[str, Any] = {}
     if tele.result.candidates:
         entry["better_together"] = {"candidates": tele.result.candidates}
-    found = tele.result.adapter()
-    if found is None:
-        return entry
-    sha, trained = found
+    found = tele.result.adapters()
+    if None in found:
+        entry["finetune"] = adapter_entry(recipe, None, *found[None])
+    elif found:
+        steps = {step: adapter_entry(recipe, step, *f) for step, f in found.items()}
+        entry["finetune"] = {"steps": steps}
+    return entry
+
+
+def adapter_entry(recipe: Any, step: str | None, sha: str, trained: Trained | None) -> dict:
+    """One adapter's ``finetune`` entry (see ``record``), its file ``lora.adapter_file(step)``."""
     saved = lora.read_record(sha)
     data = recipe.dataset
     provenance = {
@@ -409,8 +427,8 @@ def record(recipe: Any, tele: FinetuneCompile) -> dict[str, Any]:
         "split": data.train_split,
         "limit": data.train_limit,
     }
-    entry["finetune"] = {
-        "adapter": {"file": "lora.gguf", "sha256": sha, "size": saved.size},
+    return {
+        "adapter": {"file": lora.adapter_file(step), "sha256": sha, "size": saved.size},
         "base": {
             "name": saved.base,
             "sha256": saved.base_sha256,
@@ -427,7 +445,6 @@ def record(recipe: Any, tele: FinetuneCompile) -> dict[str, Any]:
         "memory_estimate": saved.memory_estimate,
         "gradient_checkpointing": saved.gradient_checkpointing,
     }
-    return entry
 
 
 def check(settings: TrainingSettings, recipe: Any, trainset: Sequence) -> None:
@@ -481,7 +498,7 @@ class AnnotationFinetune(Teleprompter):
         check_model(lm)
         adapter = default_adapter(lm)
         rng = random.Random(self.seed)
-        data, steps, retrieved = [], Counter(), 0
+        data, steps, retrieved = [], [], 0
         for example in trainset:
             demos = {}
             if rng.random() < self.settings.retrieved_share:
@@ -501,16 +518,38 @@ class AnnotationFinetune(Teleprompter):
                             outputs={k: demo[k] for k in outputs},
                         )
                     )
-                    steps[step] += 1
+                    steps.append(step)
+        # the examples each adapter trains on, in the order they were made: one for every
+        # step, or one per step
+        jobs = {None: list(range(len(data)))}
+        if not self.settings.multitask:
+            jobs = {
+                step: [i for i, s in enumerate(steps) if s == step] for step in dict.fromkeys(steps)
+            }
         train_kwargs = self.settings.train_kwargs(self.train_threads, self.progress)
-        provider.check_examples(data, provider.TrainSettings.of(train_kwargs))
-        tuned = lm.finetune(data, "chat", train_kwargs).result()
-        if isinstance(tuned, BaseException):
-            raise tuned
-        student.set_lm(tuned)
-        trained = Trained(
-            tuned.model, len(data), dict(steps), len(trainset), None, "annotations", retrieved
-        )
-        self.result = TunedResult(student, [trained])
+        for indices in jobs.values():  # too few for any adapter: one line before any training
+            provider.check_examples(
+                [data[i] for i in indices], provider.TrainSettings.of(train_kwargs)
+            )
+        trained = []
+        for step, indices in jobs.items():  # one at a time: each takes every core
+            tuned = lm.finetune([data[i] for i in indices], "chat", train_kwargs).result()
+            if isinstance(tuned, BaseException):
+                raise tuned
+            for name in [step] if step is not None else list(predictors):
+                predictors[name].lm = tuned
+            per_step = dict(Counter(steps[i] for i in indices))
+            trained.append(
+                Trained(
+                    tuned.model,
+                    len(indices),
+                    per_step,
+                    len(trainset),
+                    None,
+                    "annotations",
+                    retrieved,
+                )
+            )
+        self.result = TunedResult(student, trained)
         student._compiled = True
         return student

@@ -70,15 +70,25 @@ def runtime_table(info: dict) -> Table:
 
 
 def export_adapter(
-    directory: Annotated[Path, typer.Argument(help="a tuned artifact (it holds lora.gguf)")],
+    directory: Annotated[
+        Path,
+        typer.Argument(help="a tuned artifact (it holds lora.gguf), or one of its .gguf adapters"),
+    ],
     out: Annotated[Path, typer.Argument(help="the peft adapter folder to write")],
 ) -> None:
     """A tuned artifact's adapter as a peft folder (adapter_config.json and
-    adapter_model.safetensors, the same numbers) for vLLM, peft or transformers."""
+    adapter_model.safetensors, the same numbers) for vLLM, peft or transformers. An artifact
+    with an adapter per step (lora-<step>.gguf): give the step's file."""
     from netcast.models.lora import write_peft_adapter
 
-    adapter = directory / "lora.gguf"
+    adapter = directory if directory.suffix == ".gguf" else directory / "lora.gguf"
     if not adapter.exists():
+        steps = sorted(p.name for p in directory.glob("lora-*.gguf")) if directory.is_dir() else []
+        if steps:
+            raise InputError(
+                f"{directory}: one adapter per step ({', '.join(steps)}); give one of them, "
+                f"e.g. {directory / steps[0]}"
+            )
         raise InputError(f"{adapter}: not found ({directory} is not a tuned artifact)")
     config = write_peft_adapter(adapter, out)
     base = config["base_model_name_or_path"] or "the base model"

@@ -330,14 +330,28 @@ def _entry_field(entry: Any, *path: str) -> Any:
     return value
 
 
+def adapter_file(step: str | None = None) -> str:
+    """The file an artifact holds an adapter in: ``lora.gguf`` for the one its steps share,
+    ``lora-<step>.gguf`` for a step's own."""
+    return "lora.gguf" if step is None else f"lora-{re.sub(r'[^A-Za-z0-9_]+', '-', step)}.gguf"
+
+
+def artifact_adapters(entry: dict[str, Any]) -> dict[str | None, dict[str, Any]]:
+    """A recipe's ``finetune`` entry by the step each adapter serves: ``{None: entry}`` where
+    the steps share one adapter, else each step's own entry (``finetune.steps``)."""
+    steps = entry.get("steps") if isinstance(entry, dict) else None
+    return dict(steps) if isinstance(steps, dict) else {None: entry}
+
+
 def serve_artifact_adapter(lm: Any, directory: Path, entry: dict[str, Any]) -> Any:
-    """A copy of embedded LM ``lm`` serving the adapter an artifact holds (``lora.gguf``, its
-    recipe's ``finetune`` ``entry``), after checking, each refused with one line: ``lm`` runs
-    the base model the adapter was trained on (its sha256), the file is the one the recipe
-    names (its sha256), and its header names that base. The adapter is copied into the adapter
-    store (by its sha256), so the tuned model id serves it like one trained here."""
+    """A copy of embedded LM ``lm`` serving an adapter an artifact holds (``lora.gguf``, or
+    the file its recipe's ``finetune`` ``entry`` names), after checking, each refused with one
+    line: ``lm`` runs the base model the adapter was trained on (its sha256), the file is the
+    one the recipe names (its sha256), and its header names that base. The adapter is copied
+    into the adapter store (by its sha256), so the tuned model id serves it like one trained
+    here."""
     directory = Path(directory)
-    path = directory / "lora.gguf"
+    path = directory / Path(str(_entry_field(entry, "adapter", "file") or adapter_file())).name
     sha = _entry_field(entry, "adapter", "sha256")
     base_sha = _entry_field(entry, "base", "sha256")
     base_name = _entry_field(entry, "base", "name") or "?"
@@ -354,7 +368,7 @@ def serve_artifact_adapter(lm: Any, directory: Path, entry: dict[str, Any]) -> A
             return lm
         raise InputError(
             f"{directory}: its program runs a LoRA adapter of the embedded model {base_name}; "
-            f"{model} cannot serve it (give model={base_name!r}, serve lora.gguf on a server "
+            f"{model} cannot serve it (give model={base_name!r}, serve {path.name} on a server "
             f"and give its --api-base, or compile --from {directory} --model {model} to "
             "compile it for that model)"
         ) from None

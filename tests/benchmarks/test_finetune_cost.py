@@ -54,7 +54,7 @@ def test_training_reads_the_recipes_adapter_entry(script):
             "rank": 16,
         }
     }
-    table = dict(script("finetune_cost").training_rows(recipe))
+    table = dict(script("finetune_cost").training_rows(recipe["finetune"]))
     assert table["examples"] == "4 (a 3, b 1)"
     assert table["seconds an example"] == "5.0"
     assert table["peak memory (the training's processes, highest)"] == "2.0 GiB"
@@ -62,10 +62,10 @@ def test_training_reads_the_recipes_adapter_entry(script):
     assert table["loss, first and last 2 steps"] == "1.000 -> 0.100"
     assert table["memory check's estimate"] == "not recorded"  # an artifact from before it was
     recipe["finetune"] |= {"memory_estimate": 2**32, "longest_tokens": 1500}
-    table = dict(script("finetune_cost").training_rows(recipe))
+    table = dict(script("finetune_cost").training_rows(recipe["finetune"]))
     assert table["memory check's estimate"] == "4.0 GiB (longest example 1,500 tokens; peak 0.50x)"
     recipe["finetune"]["gradient_checkpointing"] = True
-    table = dict(script("finetune_cost").training_rows(recipe))
+    table = dict(script("finetune_cost").training_rows(recipe["finetune"]))
     assert table["memory check's estimate"] == (
         "4.0 GiB (longest example 1,500 tokens; gradient checkpointing; peak 0.50x)"
     )

@@ -871,3 +871,76 @@ def test_annotation_finetune_settings_are_checked(qa_file):
             optimizer="better-together",
             teacher="annotations",
         )
+
+
+def test_one_adapter_per_step_trains_each_on_its_own_examples_and_load_runs_each(
+    hidden_gold_file, tmp_path, trainer
+):
+    # multitask off: the query step and the answer step train apart, one after the other, each
+    # on its own examples; the artifact holds both files, and loaded, each step runs its own
+    lm = embedded_lm(right_except(set()))
+    knobs = {"k": 1, "second_hop": 1}
+    recipe = make_recipe(
+        program="basic",
+        knobs=knobs,
+        dataset=hidden_gold_file,
+        train_limit=8,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings=AnnotationFinetuneSettings.of_flat(
+            {"retrieved_share": 0.0, "min_examples": 4, "multitask": False}
+        ),
+        model="embedded",
+        teacher="annotations",
+    )
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    assert len(trainer) == 2
+    by_step = {tuple(sorted(reply_of(c))): call for call in trainer for c in call["chats"]}
+    query, answer = by_step[("query",)], by_step[("answer",)]
+    assert query is not answer
+    assert all(set(reply_of(c)) == {"query"} for c in query["chats"]) and len(query["chats"]) == 8
+    assert all(set(reply_of(c)) == {"answer"} for c in answer["chats"])
+    assert len(answer["chats"]) == 8
+
+    entry = read_artifact(result.artifact)[0]["finetune"]
+    steps = entry["steps"]
+    assert set(steps) == {"write_query", "answer"}
+    shas = {}
+    for step, own in steps.items():
+        path = result.artifact / f"lora-{step}.gguf"
+        assert own["adapter"]["file"] == path.name
+        assert own["adapter"]["sha256"] == embedded.sha256_of(path)
+        assert own["examples"]["per_step"] == {step: 8}
+        shas[step] = own["adapter"]["sha256"]
+    assert len(set(shas.values())) == 2 and not (result.artifact / "lora.gguf").exists()
+
+    program = load(result.artifact, model=lm)
+    models = {n.removesuffix(".predict"): p.lm.model for n, p in program.named_predictors()}
+    assert models == {step: lora.tuned_model_id(SPEC, sha) for step, sha in shas.items()}
+
+    shown = CliRunner().invoke(app, ["show", str(result.artifact)])
+    assert "write_query's adapter: lora-write_query.gguf" in shown.output
+    assert "answer's adapter: lora-answer.gguf" in shown.output
+    out = CliRunner().invoke(app, ["export-adapter", str(result.artifact), str(tmp_path / "p")])
+    assert out.exit_code == 2 and "one adapter per step (lora-answer.gguf" in out.output
+
+
+def test_a_server_cannot_serve_an_adapter_per_step(hidden_gold_file, tmp_path, trainer):
+    lm = embedded_lm(right_except(set()))
+    recipe = make_recipe(
+        program="basic",
+        knobs={"k": 1, "second_hop": 1},
+        dataset=hidden_gold_file,
+        train_limit=8,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings=AnnotationFinetuneSettings.of_flat(
+            {"min_examples": 4, "multitask": False}
+        ),
+        model="embedded",
+        teacher="annotations",
+    )
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    server = dspy.LM("openai/tuned", api_base="http://127.0.0.1:9/v1", api_key="x")
+    with pytest.raises(InputError, match="adapters of their own .*a server serves one"):
+        load(result.artifact, model=server)
