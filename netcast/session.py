@@ -166,8 +166,14 @@ def load(
     built = build_program(name, retriever, settings, lm=trained_on or lm)
     load_program_state(built, Path(directory), allow_pickle)
     built.set_lm(lm)
-    for step, predictor in built.named_predictors():  # a step with its own adapter runs it
-        predictor.lm = step_lms.get(step.removesuffix(".predict"), predictor.lm)
+    steps = {n.removesuffix(".predict"): p for n, p in built.named_predictors()}
+    if unknown := sorted(set(step_lms) - set(steps)):
+        raise InputError(
+            f"{directory / 'recipe.json'}: field 'finetune': an adapter for step {unknown[0]!r}, "
+            f"which {name} has not (its steps: {', '.join(steps)})"
+        )
+    for step, step_lm in step_lms.items():  # a step with its own adapter runs it
+        steps[step].lm = step_lm
     return built
 
 
@@ -175,15 +181,24 @@ def _tuned_lms(lm: Any, directory: Path, entry: dict[str, Any], merge: bool) -> 
     """``lm`` serving each adapter a tuned artifact holds, by the step it serves (None: the
     one its steps share; ``netcast.models.lora.artifact_adapters``), merged into a cached copy
     of the model file where ``merge``. A server serves one adapter: one per step is refused."""
-    from netcast.models.lora import artifact_adapters, serve_artifact_adapter, served_from
+    from netcast.models.lora import (
+        adapter_file,
+        artifact_adapters,
+        parse_model_id,
+        serve_artifact_adapter,
+    )
 
     adapters = artifact_adapters(entry)
-    if None not in adapters and served_from(lm):
-        raise InputError(
-            f"{directory}: its steps run adapters of their own "
-            f"({', '.join(str(e.get('adapter', {}).get('file')) for e in adapters.values())}); "
-            "a server serves one: load it with the embedded model it was tuned on"
-        )
+    if None not in adapters:  # one adapter per step: this process serves them all
+        try:
+            parse_model_id(str(getattr(lm, "model", lm)))
+        except InputError:
+            files = ", ".join(adapter_file(step) for step in adapters)
+            raise InputError(
+                f"{directory}: its steps run adapters of their own ({files}), which only the "
+                f"embedded model they were tuned on serves here, not {getattr(lm, 'model', lm)} "
+                "(a server serves one adapter)"
+            ) from None
     served = {step: serve_artifact_adapter(lm, directory, e) for step, e in adapters.items()}
     if merge:
         from netcast.models.lora_provider import merging

@@ -282,10 +282,11 @@ class TunedResult:
     program: dspy.Module | None = None
     trained: list[Trained] = field(default_factory=list)
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    shared: bool = True  # its steps share one adapter (False: each tuned step has its own)
 
     def adapters(self) -> dict[str | None, tuple[str, Trained | None]]:
         """The adapters the compiled program runs: ``{None: (sha256, its finetune)}`` where its
-        tuned steps share one, else each tuned step's, by the step's name."""
+        steps share one, else each tuned step's, by the step's name."""
         found: dict[str, tuple[str, Trained | None]] = {}
         for name, predictor in self.program.named_predictors() if self.program else []:
             model = getattr(predictor.lm, "model", "")
@@ -296,7 +297,7 @@ class TunedResult:
             if sha:
                 trained = next((t for t in reversed(self.trained) if t.model == model), None)
                 found[name.removesuffix(".predict")] = (sha, trained)
-        if len({sha for sha, _ in found.values()}) == 1:
+        if self.shared and found:
             return {None: next(iter(found.values()))}
         return dict(found)
 
@@ -496,33 +497,11 @@ class AnnotationFinetune(Teleprompter):
         predictors = {n.removesuffix(".predict"): p for n, p in student.named_predictors()}
         lm = next(iter(predictors.values())).lm
         check_model(lm)
-        adapter = default_adapter(lm)
-        rng = random.Random(self.seed)
-        data, steps, retrieved = [], [], 0
-        for example in trainset:
-            demos = {}
-            if rng.random() < self.settings.retrieved_share:
-                demos = student.retrieved_demos(example)
-                retrieved += bool(demos)
-            for step, items in (demos or student.annotated_demos(example)).items():
-                predictor = predictors.get(step)
-                for demo in items if predictor is not None else []:
-                    outputs = predictor.signature.output_fields
-                    if any(name not in demo for name in outputs):
-                        continue
-                    data.append(
-                        adapter.format_finetune_data(
-                            signature=predictor.signature,
-                            demos=list(predictor.demos),
-                            inputs={k: demo[k] for k in predictor.signature.input_fields},
-                            outputs={k: demo[k] for k in outputs},
-                        )
-                    )
-                    steps.append(step)
-        # the examples each adapter trains on, in the order they were made: one for every
-        # step, or one per step
-        jobs = {None: list(range(len(data)))}
-        if not self.settings.multitask:
+        data, steps, retrieved = self._examples(student, predictors, default_adapter(lm), trainset)
+        # the examples each adapter trains on, in the order they were made: one adapter for
+        # every step, or one per step that has examples
+        jobs: dict[str | None, list[int]] = {None: list(range(len(data)))}
+        if not self.settings.multitask and data:
             jobs = {
                 step: [i for i, s in enumerate(steps) if s == step] for step in dict.fromkeys(steps)
             }
@@ -538,18 +517,43 @@ class AnnotationFinetune(Teleprompter):
                 raise tuned
             for name in [step] if step is not None else list(predictors):
                 predictors[name].lm = tuned
-            per_step = dict(Counter(steps[i] for i in indices))
+            counts = dict(Counter(steps[i] for i in indices))
+            # questions whose examples here came from a context without gold
+            without_gold = len({retrieved[i] for i in indices if retrieved[i] is not None})
+            count = len(indices)
             trained.append(
                 Trained(
-                    tuned.model,
-                    len(indices),
-                    per_step,
-                    len(trainset),
-                    None,
-                    "annotations",
-                    retrieved,
+                    tuned.model, count, counts, len(trainset), None, "annotations", without_gold
                 )
             )
-        self.result = TunedResult(student, trained)
+        self.result = TunedResult(student, trained, shared=self.settings.multitask)
         student._compiled = True
         return student
+
+    def _examples(self, student, predictors: dict, adapter, trainset) -> tuple[list, list, list]:
+        """Every step's annotation examples, each formatted as the chat that step is shown, with
+        the step it trains and (for a context retrieved without gold, RAFT's share) the index
+        of its question, else None."""
+        rng = random.Random(self.seed)
+        data, steps, retrieved = [], [], []
+        for number, example in enumerate(trainset):
+            demos = {}
+            if rng.random() < self.settings.retrieved_share:
+                demos = student.retrieved_demos(example)
+            for step, items in (demos or student.annotated_demos(example)).items():
+                predictor = predictors.get(step)
+                for demo in items if predictor is not None else []:
+                    outputs = predictor.signature.output_fields
+                    if any(name not in demo for name in outputs):
+                        continue
+                    data.append(
+                        adapter.format_finetune_data(
+                            signature=predictor.signature,
+                            demos=list(predictor.demos),
+                            inputs={k: demo[k] for k in predictor.signature.input_fields},
+                            outputs={k: demo[k] for k in outputs},
+                        )
+                    )
+                    steps.append(step)
+                    retrieved.append(number if demos else None)
+        return data, steps, retrieved

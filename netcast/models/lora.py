@@ -258,11 +258,11 @@ def write_adapter(
         tmp.replace(adapter_path(sha))
     finally:
         tmp.unlink(missing_ok=True)
-    _write_json(record_path(sha), record.to_json())
+    write_json(record_path(sha), record.to_json())
     return record
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     tmp.replace(path)
@@ -330,6 +330,9 @@ def _entry_field(entry: Any, *path: str) -> Any:
     return value
 
 
+ADAPTER_FILE = re.compile(r"lora(-[A-Za-z0-9_-]+)?\.gguf")  # an adapter's file in an artifact
+
+
 def adapter_file(step: str | None = None) -> str:
     """The file an artifact holds an adapter in: ``lora.gguf`` for the one its steps share,
     ``lora-<step>.gguf`` for a step's own."""
@@ -351,7 +354,13 @@ def serve_artifact_adapter(lm: Any, directory: Path, entry: dict[str, Any]) -> A
     into the adapter store (by its sha256), so the tuned model id serves it like one trained
     here."""
     directory = Path(directory)
-    path = directory / Path(str(_entry_field(entry, "adapter", "file") or adapter_file())).name
+    name = _entry_field(entry, "adapter", "file") or adapter_file()
+    if not isinstance(name, str) or not ADAPTER_FILE.fullmatch(name):
+        raise InputError(
+            f"{directory / 'recipe.json'}: field 'finetune': adapter.file {name!r} is no "
+            "adapter file name (lora.gguf or lora-<step>.gguf)"
+        )
+    path = directory / name
     sha = _entry_field(entry, "adapter", "sha256")
     base_sha = _entry_field(entry, "base", "sha256")
     base_name = _entry_field(entry, "base", "name") or "?"
@@ -435,7 +444,7 @@ def _install(path: Path, sha: str, spec: embedded.ModelSpec, entry: dict[str, An
             memory_estimate=int(entry.get("memory_estimate") or 0),
             gradient_checkpointing=bool(entry.get("gradient_checkpointing")),
         )
-        _write_json(record_path(sha), record.to_json())
+        write_json(record_path(sha), record.to_json())
 
 
 def lora_pairs(adapter) -> tuple[dict[str, tuple[Any, Any]], float]:
@@ -520,5 +529,5 @@ def write_peft_adapter(adapter_path: Path, out: Path) -> dict[str, Any]:
         raise InputError(f"{out}: is a file; give a folder for the peft adapter")
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out / "adapter_model.safetensors"))
-    _write_json(out / "adapter_config.json", config)
+    write_json(out / "adapter_config.json", config)
     return config

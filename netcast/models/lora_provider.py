@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -31,7 +32,7 @@ from dspy.clients.provider import Provider, TrainingJob
 from dspy.clients.utils_finetune import TrainDataFormat, TrainingStatus
 
 from netcast import interrupts, settings
-from netcast.errors import InputError
+from netcast.errors import InputError, NetcastError
 from netcast.models import embedded, lora
 
 TARGETS = lora.PROJECTIONS
@@ -389,9 +390,9 @@ def finetune(
     model_path = embedded.model_path(spec.name)
     examples = _encoded(chats, model_path, cfg.max_tokens)
     longest = max(len(e.ids) for e in examples)
-    plan = check_resources(spec, model_path, cfg, longest)
     key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
+    finished = checkpoints_dir() / f"{key[:24]}.done.json"
 
     shown = progress and cfg.progress
     display = training.StepProgress(f"finetune {spec.name}") if shown else None
@@ -399,6 +400,12 @@ def finetune(
     def notice(text: str) -> None:
         if display is not None:
             display.print(text)
+
+    if (sha := trained_before(finished, spec)) is not None:
+        if shown:
+            print(f"finetune {spec.name}: trained before (adapter {sha[:12]}...)", file=sys.stderr)
+        return lora.tuned_model_id(spec, sha)
+    plan = check_resources(spec, model_path, cfg, longest)
 
     base = training.load_base(model_path)
     tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, TARGETS)
@@ -440,10 +447,25 @@ def finetune(
                 "gradient_checkpointing": plan.checkpointed,
             },
         )
+        lora.write_json(finished, {"sha256": record.sha256})
     finally:  # the model and its LoRA, trained or stopped: what follows needs the memory back
         del base, tuned
         training.release_memory()
     return lora.tuned_model_id(spec, record.sha256)
+
+
+def trained_before(finished: Path, spec: embedded.ModelSpec) -> str | None:
+    """The sha256 of the adapter a finished training with the same examples, settings and
+    base left (its ``.done.json`` beside the checkpoints), if the adapter store still holds it
+    intact; else None (train). So a run that fails after its training (scoring the tuned
+    program, one step's adapter of several) does not train again."""
+    try:
+        sha = json.loads(finished.read_text())["sha256"]
+        lora.verified_adapter(sha, spec)
+        lora.read_record(sha)
+    except (OSError, ValueError, KeyError, TypeError, NetcastError):
+        return None
+    return sha
 
 
 def _encoded(chats: list, model_path: Path, max_tokens: int) -> list:

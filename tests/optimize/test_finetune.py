@@ -924,6 +924,18 @@ def test_one_adapter_per_step_trains_each_on_its_own_examples_and_load_runs_each
     out = CliRunner().invoke(app, ["export-adapter", str(result.artifact), str(tmp_path / "p")])
     assert out.exit_code == 2 and "one adapter per step (lora-answer.gguf" in out.output
 
+    # a recipe naming a step the program has not, or a file outside the artifact: one line
+    path = result.artifact / "recipe.json"
+    recipe_json = json.loads(path.read_text())
+    renamed = {"steps": {"nowhere" if k == "answer" else k: v for k, v in steps.items()}}
+    path.write_text(json.dumps({**recipe_json, "finetune": renamed}))
+    with pytest.raises(InputError, match="an adapter for step 'nowhere', which basic has not"):
+        load(result.artifact, model=lm)
+    outside = {**steps["answer"], "adapter": {**steps["answer"]["adapter"], "file": "../x.gguf"}}
+    path.write_text(json.dumps({**recipe_json, "finetune": {"steps": {"answer": outside}}}))
+    with pytest.raises(InputError, match="adapter.file '../x.gguf' is no adapter file name"):
+        load(result.artifact, model=lm)
+
 
 def test_a_server_cannot_serve_an_adapter_per_step(hidden_gold_file, tmp_path, trainer):
     lm = embedded_lm(right_except(set()))
@@ -944,3 +956,26 @@ def test_a_server_cannot_serve_an_adapter_per_step(hidden_gold_file, tmp_path, t
     server = dspy.LM("openai/tuned", api_base="http://127.0.0.1:9/v1", api_key="x")
     with pytest.raises(InputError, match="adapters of their own .*a server serves one"):
         load(result.artifact, model=server)
+
+
+def test_one_adapter_per_step_with_no_examples_at_all_is_refused_before_training(
+    hidden_gold_file, tmp_path, trainer
+):
+    # a chain-of-thought answer step gets no examples from the annotations (they give no
+    # reasoning): with an adapter per step as with one, nothing trains and the compile says so
+    recipe = make_recipe(
+        program="basic",
+        knobs={"k": 1, "chain_of_thought": True},
+        dataset=hidden_gold_file,
+        train_limit=8,
+        dev_limit=2,
+        optimizer="finetune",
+        optimizer_settings=AnnotationFinetuneSettings.of_flat(
+            {"min_examples": 4, "multitask": False}
+        ),
+        model="embedded",
+        teacher="annotations",
+    )
+    with pytest.raises(InputError, match="only 0 finetune example"):
+        compile_recipe(recipe, tmp_path / "art", lm=embedded_lm(right_except(set())))
+    assert trainer == []

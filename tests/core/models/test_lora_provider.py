@@ -493,6 +493,23 @@ def test_lm_finetune_trains_writes_the_adapter_and_returns_an_lm_serving_it(monk
     assert not list(lora_provider.checkpoints_dir().glob("*.pt"))
 
 
+def test_a_finished_training_is_not_run_again_while_its_adapter_is_stored(monkeypatch):
+    # a run that fails after its training (scoring the tuned program, the next step's adapter)
+    # takes the same call's adapter back; a damaged or deleted adapter trains again
+    seen = watch_training(monkeypatch)
+    lm = make_lm("embedded")
+    first = lm.finetune(chats(8), "chat").result()
+    assert not isinstance(first, Exception), first and len(seen) == 1
+    again = lm.finetune(chats(8), "chat").result()
+    assert again.model == first.model and len(seen) == 1
+    other = lm.finetune(chats(9), "chat").result()  # other examples: a training of its own
+    assert other.model != first.model and len(seen) == 2
+    sha = lora.parse_model_id(first.model)[1]
+    lora.adapter_path(sha).write_bytes(b"damaged")
+    retrained = lm.finetune(chats(8), "chat").result()
+    assert not isinstance(retrained, Exception) and len(seen) == 3
+
+
 def test_a_training_that_fits_only_with_gradient_checkpointing_runs_with_it(monkeypatch):
     seen = watch_training(monkeypatch)
     recomputed = []
