@@ -393,19 +393,15 @@ def finetune(
     key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
     finished = checkpoints_dir() / f"{key[:24]}.done.json"
-
     shown = progress and cfg.progress
+    if (sha := trained_before(finished, spec, say=shown)) is not None:
+        return lora.tuned_model_id(spec, sha)
+    plan = check_resources(spec, model_path, cfg, longest)
     display = training.StepProgress(f"finetune {spec.name}") if shown else None
 
     def notice(text: str) -> None:
         if display is not None:
             display.print(text)
-
-    if (sha := trained_before(finished, spec)) is not None:
-        if shown:
-            print(f"finetune {spec.name}: trained before (adapter {sha[:12]}...)", file=sys.stderr)
-        return lora.tuned_model_id(spec, sha)
-    plan = check_resources(spec, model_path, cfg, longest)
 
     base = training.load_base(model_path)
     tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, TARGETS)
@@ -454,17 +450,19 @@ def finetune(
     return lora.tuned_model_id(spec, record.sha256)
 
 
-def trained_before(finished: Path, spec: embedded.ModelSpec) -> str | None:
+def trained_before(finished: Path, spec: embedded.ModelSpec, say: bool = False) -> str | None:
     """The sha256 of the adapter a finished training with the same examples, settings and
     base left (its ``.done.json`` beside the checkpoints), if the adapter store still holds it
-    intact; else None (train). So a run that fails after its training (scoring the tuned
-    program, one step's adapter of several) does not train again."""
+    intact (said on stderr with ``say``); else None (train). So a run that fails after its
+    training (scoring the tuned program, one step's adapter of several) does not train again."""
     try:
         sha = json.loads(finished.read_text())["sha256"]
         lora.verified_adapter(sha, spec)
         lora.read_record(sha)
     except (OSError, ValueError, KeyError, TypeError, NetcastError):
         return None
+    if say:
+        print(f"finetune {spec.name}: trained before (adapter {sha[:12]}...)", file=sys.stderr)
     return sha
 
 
