@@ -767,8 +767,9 @@ def hidden_gold_file(tmp_path):
     return str(path)
 
 
-def annotation_recipe(qa_file, program, knobs, *, limit, share):
-    """A ``--teacher annotations --optimizer finetune`` recipe with RAFT's ``share``."""
+def annotation_recipe(qa_file, program, knobs, *, limit, share, multitask=True):
+    """A ``--teacher annotations --optimizer finetune`` recipe with RAFT's ``share`` (and one
+    adapter per step where ``multitask`` is off)."""
     return make_recipe(
         program=program,
         knobs=knobs,
@@ -777,7 +778,7 @@ def annotation_recipe(qa_file, program, knobs, *, limit, share):
         dev_limit=2,
         optimizer="finetune",
         optimizer_settings=AnnotationFinetuneSettings.of_flat(
-            {"retrieved_share": share, "min_examples": 4}
+            {"retrieved_share": share, "min_examples": 4, "multitask": multitask}
         ),
         model="embedded",
         teacher="annotations",
@@ -880,18 +881,8 @@ def test_one_adapter_per_step_trains_each_on_its_own_examples_and_load_runs_each
     # on its own examples; the artifact holds both files, and loaded, each step runs its own
     lm = embedded_lm(right_except(set()))
     knobs = {"k": 1, "second_hop": 1}
-    recipe = make_recipe(
-        program="basic",
-        knobs=knobs,
-        dataset=hidden_gold_file,
-        train_limit=8,
-        dev_limit=2,
-        optimizer="finetune",
-        optimizer_settings=AnnotationFinetuneSettings.of_flat(
-            {"retrieved_share": 0.0, "min_examples": 4, "multitask": False}
-        ),
-        model="embedded",
-        teacher="annotations",
+    recipe = annotation_recipe(
+        hidden_gold_file, "basic", knobs, limit=8, share=0.0, multitask=False
     )
     result = compile_recipe(recipe, tmp_path / "art", lm=lm)
     assert len(trainer) == 2
@@ -939,18 +930,8 @@ def test_one_adapter_per_step_trains_each_on_its_own_examples_and_load_runs_each
 
 def test_a_server_cannot_serve_an_adapter_per_step(hidden_gold_file, tmp_path, trainer):
     lm = embedded_lm(right_except(set()))
-    recipe = make_recipe(
-        program="basic",
-        knobs={"k": 1, "second_hop": 1},
-        dataset=hidden_gold_file,
-        train_limit=8,
-        dev_limit=2,
-        optimizer="finetune",
-        optimizer_settings=AnnotationFinetuneSettings.of_flat(
-            {"min_examples": 4, "multitask": False}
-        ),
-        model="embedded",
-        teacher="annotations",
+    recipe = annotation_recipe(
+        hidden_gold_file, "basic", {"k": 1, "second_hop": 1}, limit=8, share=0.2, multitask=False
     )
     result = compile_recipe(recipe, tmp_path / "art", lm=lm)
     server = dspy.LM("openai/tuned", api_base="http://127.0.0.1:9/v1", api_key="x")
@@ -963,18 +944,13 @@ def test_one_adapter_per_step_with_no_examples_at_all_is_refused_before_training
 ):
     # a chain-of-thought answer step gets no examples from the annotations (they give no
     # reasoning): with an adapter per step as with one, nothing trains and the compile says so
-    recipe = make_recipe(
-        program="basic",
-        knobs={"k": 1, "chain_of_thought": True},
-        dataset=hidden_gold_file,
-        train_limit=8,
-        dev_limit=2,
-        optimizer="finetune",
-        optimizer_settings=AnnotationFinetuneSettings.of_flat(
-            {"min_examples": 4, "multitask": False}
-        ),
-        model="embedded",
-        teacher="annotations",
+    recipe = annotation_recipe(
+        hidden_gold_file,
+        "basic",
+        {"k": 1, "chain_of_thought": True},
+        limit=8,
+        share=0.2,
+        multitask=False,
     )
     with pytest.raises(InputError, match="only 0 finetune example"):
         compile_recipe(recipe, tmp_path / "art", lm=embedded_lm(right_except(set())))
