@@ -50,12 +50,15 @@ def training_rows(tuned: dict) -> list[list[object]]:
     losses = tuned["loss_curve"]
     window = max(1, min(25, len(losses) // 4))
     count = examples["count"]
+    traced = examples.get("trace_seconds")  # a model teacher's tracing (recorded since 2026-12)
+    tracing = [["seconds tracing the teacher", f"{traced:,.0f}"]] if traced else []
     return [
         ["examples", f"{count} ({', '.join(f'{k} {v}' for k, v in examples['per_step'].items())})"],
         [
             "teacher, split, limit",
             f"{examples['teacher']}, {examples['split']}, {examples['limit']}",
         ],
+        *tracing,
         ["training seconds", f"{tuned['seconds']:,.0f}"],
         ["seconds an example", f"{tuned['seconds'] / count:.1f}"],
         [

@@ -319,6 +319,8 @@ def _adapter_line(entry: dict[str, Any]) -> str:
             source += f" ({examples['retrieved']} contexts retrieved without gold)"
     else:
         source = f" from {teacher} passing traces on {examples.get('passing')} of {questions}"
+        if isinstance(traced := examples.get("trace_seconds"), int | float):
+            source += f" ({traced:,.0f} s of tracing)"
     return (
         f"adapter: {adapter.get('file', 'lora.gguf')} (sha256 {str(adapter.get('sha256'))[:12]}"
         f"...), a rank-{entry.get('rank')} LoRA of {base.get('name')} (sha256 "

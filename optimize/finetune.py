@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 import dspy
@@ -178,6 +179,7 @@ class Trained:
     passing: int | None  # training questions whose traces passed (None: no traces)
     teacher: str | None
     retrieved: int | None = None  # annotation examples whose context retrieval built without gold
+    trace_seconds: float | None = None  # wall time of the traces the examples came from
 
 
 def passing_metric(metric: Callable, threshold: float) -> Callable:
@@ -217,7 +219,7 @@ class NetcastFinetune(dspy.BootstrapFinetune):
         self.settings, self.teacher_lm = settings, teacher_lm
         self.trained: list[Trained] = []
         self._names: dict[int, str] = {}
-        self._questions = 0
+        self._questions, self._started = 0, 0.0
 
     def compile(self, student, trainset, teacher=None):
         for _, predictor in student.named_predictors():
@@ -232,7 +234,7 @@ class NetcastFinetune(dspy.BootstrapFinetune):
             if program is not None
             for name, predictor in program.named_predictors()
         }
-        self._questions = len(trainset)
+        self._questions, self._started = len(trainset), monotonic()
         compiled = super().compile(student, trainset=trainset, teacher=teacher)
         if self.trained:  # the tuned model's id, which the compiled program now runs
             self.trained[-1].model = compiled.predictors()[0].lm.model
@@ -241,6 +243,7 @@ class NetcastFinetune(dspy.BootstrapFinetune):
     def _prepare_finetune_data(self, trace_data, lm, pred_ind=None):
         # a trace whose reply could not be read scores a negative "format reward" in DSPy, which
         # its own filter (``if score``) would let through
+        traced = round(monotonic() - self._started, 1)  # DSPy traced every question first
         passing = [
             d
             for d in trace_data
@@ -254,7 +257,15 @@ class NetcastFinetune(dspy.BootstrapFinetune):
         steps = Counter(self._names.get(id(call[0]), "?") for d in passing for call in d["trace"])
         teacher = getattr(self.teacher_lm, "model", None)
         self.trained.append(
-            Trained(lm.model, len(data), dict(steps), self._questions, len(passing), teacher)
+            Trained(
+                lm.model,
+                len(data),
+                dict(steps),
+                self._questions,
+                len(passing),
+                teacher,
+                trace_seconds=traced,
+            )
         )
         return data, data_format
 
@@ -425,6 +436,7 @@ def adapter_entry(recipe: Any, step: str | None, sha: str, trained: Trained | No
         "passing": trained.passing if trained else None,
         "teacher": trained.teacher if trained else None,
         **({"retrieved": trained.retrieved} if trained and trained.retrieved is not None else {}),
+        **({"trace_seconds": trained.trace_seconds} if trained and trained.trace_seconds else {}),
         "split": data.train_split,
         "limit": data.train_limit,
     }

@@ -61,6 +61,10 @@ def test_training_reads_the_recipes_adapter_entry(script):
     assert table["adapter"] == "3.0 MiB (rank 16)"
     assert table["loss, first and last 2 steps"] == "1.000 -> 0.100"
     assert table["memory check's estimate"] == "not recorded"  # an artifact from before it was
+    assert "seconds tracing the teacher" not in table  # annotations: no model traced
+    recipe["finetune"]["examples"] |= {"teacher": "big", "trace_seconds": 1512.4}
+    table = dict(script("finetune_cost").training_rows(recipe["finetune"]))
+    assert table["seconds tracing the teacher"] == "1,512"
     recipe["finetune"] |= {"memory_estimate": 2**32, "longest_tokens": 1500}
     table = dict(script("finetune_cost").training_rows(recipe["finetune"]))
     assert table["memory check's estimate"] == "4.0 GiB (longest example 1,500 tokens; peak 0.50x)"

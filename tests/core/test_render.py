@@ -51,3 +51,13 @@ def test_an_adapter_line_ends_with_its_training_time_when_the_recipe_has_one():
         "loss 0.500 -> 0.250"
     )
     assert adapter_line({}) is None
+
+
+def test_an_adapter_line_says_how_long_a_model_teacher_traced():
+    examples = {"count": 54, "teacher": "big", "passing": 54, "questions": 100, "split": "train"}
+    entry = {"adapter": {}, "base": {}, "rank": 16, "examples": examples}
+    line = adapter_line({"finetune": entry | {"examples": examples | {"trace_seconds": 1512.4}}})
+    assert line.endswith(
+        "from big passing traces on 54 of 100 train questions (1,512 s of tracing)"
+    )
+    assert adapter_line({"finetune": entry}).endswith("on 54 of 100 train questions")
