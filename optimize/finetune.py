@@ -436,7 +436,11 @@ def adapter_entry(recipe: Any, step: str | None, sha: str, trained: Trained | No
         "passing": trained.passing if trained else None,
         "teacher": trained.teacher if trained else None,
         **({"retrieved": trained.retrieved} if trained and trained.retrieved is not None else {}),
-        **({"trace_seconds": trained.trace_seconds} if trained and trained.trace_seconds else {}),
+        **(
+            {"trace_seconds": trained.trace_seconds}
+            if trained and trained.trace_seconds is not None
+            else {}
+        ),
         "split": data.train_split,
         "limit": data.train_limit,
     }
