@@ -315,26 +315,43 @@ def compile_entry(
 def run_spec(
     spec: Spec, make: MakeLM | None = None, threads: int = 1, progress: bool = True
 ) -> SpecRun:
-    """Run ``spec``, resuming: its missing artifacts are compiled, then every row's missing
-    questions run (finished questions are read back, not run again). ``make`` builds a model
-    from its name (default ``netcast.make_lm``; the command line adds endpoints and retries)."""
+    """Run ``spec``, resuming: each missing artifact is compiled and, before the next compile,
+    the rows whose artifacts exist run their missing questions (finished questions are read
+    back, not run again), so a long spec's rows come as their artifacts do; then every row
+    that still lacks questions. ``make`` builds a model from its name (default
+    ``netcast.make_lm``; the command line adds endpoints and retries)."""
     if make is None:
         from netcast.models import make_lm as make
     if spec.file.kind == "ablation":
         from netcast.specs.papers.ablation import run_ablation
 
         return run_ablation(spec, make, threads=threads, progress=progress)
-    from netcast.specs.bench import run_bench
-
     done = SpecRun(spec)
+    results: dict[str, tuple[str, Any, Any]] = {}  # a row run again replaces its earlier result
     for entry in spec.file.compiled:
         if (path := compile_entry(spec, entry, make, threads, progress)) is not None:
             done.compiled.append(path)
-    # rows run with the spec's model settings, except artifacts compiled in their own window
+            results.update(run_rows(spec, make, threads, progress))
+    results.update(run_rows(spec, make, threads, progress))
+    done.results = list(results.values())
+    return done
+
+
+def run_rows(
+    spec: Spec, make: MakeLM, threads: int = 1, progress: bool = True
+) -> dict[str, tuple[str, Any, Any]]:
+    """The missing questions of ``spec``'s rows whose artifacts exist (a compiled artifact not
+    made yet has no row); each row run, by name, with its result and model. Rows run with the
+    spec's model settings, except artifacts compiled in their own window."""
+    from netcast.specs.bench import run_bench
+
     groups: dict[int | None, list[CompiledEntry]] = {None: []}
     for entry in spec.file.compiled:
+        if not (Path(entry.artifact) / "program.json").exists():
+            continue
         own = entry.n_ctx if entry.n_ctx and entry.n_ctx != spec.file.n_ctx else None
         groups.setdefault(own, []).append(entry)
+    done: dict[str, tuple[str, Any, Any]] = {}
     for n_ctx, entries in groups.items():
         main = n_ctx is None
         names = [e.name for e in entries]
@@ -343,7 +360,7 @@ def run_spec(
         if not missing(spec, names):
             continue  # every question of these rows is saved: no model is made
         lm = make(spec.file.model, **lm_kwargs(spec, n_ctx))
-        _, results = run_bench(
+        _, ran = run_bench(
             spec.run_dir,
             spec.file.programs if main else [],
             [spec.file.dataset],
@@ -358,5 +375,5 @@ def run_spec(
             progress=progress,
             info={"command": spec.command("bench")},
         )
-        done.results += [(name, result, lm) for (_, name), result in results.items()]
+        done.update({name: (name, result, lm) for (_, name), result in ran.items()})
     return done

@@ -1,6 +1,6 @@
 """Benchmark specs: a bad spec is one line naming the file and the field; a spec run compiles
-what is missing and resumes its rows without scoring a finished question again; its tables are
-rebuilt from saved rows alone."""
+what is missing (each artifact's row before the next compile) and resumes its rows without
+scoring a finished question again; its tables are rebuilt from saved rows alone."""
 
 import json
 
@@ -197,6 +197,36 @@ def test_a_missing_artifact_is_compiled_and_a_present_one_reused(scripted_lm, tm
     calls = len(engine.prompts)
     again = run_spec(spec, lambda model, **kwargs: lm, progress=False)
     assert again.compiled == [] and len(engine.prompts) == calls
+
+
+def test_each_artifact_s_row_runs_before_the_next_compile(scripted_lm, tmp_path, monkeypatch):
+    import netcast.specs.spec as spec_module
+
+    lm, _ = scripted_lm(distracted)
+    dataset = capitals_file(tmp_path / "capitals.jsonl", 6)
+    entry = (
+        '[[compiled]]\nartifact = "{}"\nprogram = "basic"\noptimizer = "bootstrap"\n'
+        f'dataset = "{dataset}"\ntrain_limit = 6\ndev_limit = 2\n'
+    )
+    first, second = tmp_path / "first", tmp_path / "second"
+    spec = bench_spec(tmp_path, dataset, entry.format(first) + entry.format(second))
+    rows = tmp_path / "rows" / "capitals"
+    seen, compile_entry = [], spec_module.compile_entry
+
+    def recording(spec, entry, *args, **kwargs):  # the rows saved when each compile starts
+        seen.append((entry.name, sorted(p.parent.name for p in rows.glob("*/predictions.jsonl"))))
+        return compile_entry(spec, entry, *args, **kwargs)
+
+    monkeypatch.setattr(spec_module, "compile_entry", recording)
+    done = run_spec(spec, lambda model, **kwargs: lm, progress=False)
+    assert seen == [("first", []), ("second", ["basic", "basic-top_k-1", "first"])]
+    assert done.compiled == [first, second]
+    # every row once, with all of its questions
+    names = [name for name, _, _ in done.results]
+    assert sorted(names) == ["basic", "basic-top_k-1", "first", "second"]
+    assert all(result.aggregate["n"] == 4 for _, result, _ in done.results)
+    bench = json.loads((tmp_path / "rows" / "bench.json").read_text())
+    assert bench["compiled"] == [str(first), str(second)]
 
 
 def write_rows(folder, program, f1, em=None, context=None, extra=None):
