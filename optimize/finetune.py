@@ -33,8 +33,9 @@ from netcast.errors import InputError
 from netcast.models import lora
 from netcast.models import lora_provider as provider
 from netcast.models.factory import default_adapter
+from netcast.optimize.annotations import AnnotationTeacher
 from netcast.optimize.compile import DEMO_PASS, DSPY, dspy_settings, hold_out, make_optimizer
-from netcast.optimize.settings import Settings
+from netcast.optimize.settings import PER_STEP, AnnotationSettings, Settings
 from netcast.programs import get_program
 from netcast.programs import knobs as knobs_mod
 
@@ -122,16 +123,21 @@ class BetterTogetherSettings(FinetuneSettings):
 
     def check(self) -> None:
         super().check()
-        steps = self.strategy.split(" -> ")
-        if any(step not in STEPS for step in steps) or "w" not in steps:
-            raise InputError(
-                f"better-together strategy {self.strategy!r}: steps p (prompts) and w (weights) "
-                "joined by ' -> ', with at least one w (e.g. 'p -> w -> p')"
-            )
+        check_strategy(self.strategy)
         if self.prompt not in DSPY:
             raise InputError(
                 f"better-together prompt optimizer {self.prompt!r}; choose one of {', '.join(DSPY)}"
             )
+
+
+def check_strategy(strategy: str) -> None:
+    """One line unless ``strategy`` is BetterTogether's: steps p and w joined by ' -> '."""
+    steps = strategy.split(" -> ")
+    if any(step not in STEPS for step in steps) or "w" not in steps:
+        raise InputError(
+            f"better-together strategy {strategy!r}: steps p (prompts) and w (weights) "
+            "joined by ' -> ', with at least one w (e.g. 'p -> w -> p')"
+        )
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,29 @@ class AnnotationFinetuneSettings(TrainingSettings):
         if not 0 <= self.retrieved_share <= 1:
             raise InputError(
                 f"finetune settings: retrieved_share={self.retrieved_share}; give 0 to 1"
+            )
+
+
+@dataclass(frozen=True)
+class AnnotationBetterTogetherSettings(AnnotationFinetuneSettings):
+    """``--teacher annotations --optimizer better-together``: DSPy's ``BetterTogether`` running
+    ``strategy``, a sequence of ``p`` (``per_step`` annotation demonstrations on every step,
+    the annotation teacher's) and ``w`` (the annotation finetune above, on the prompts the
+    steps hold then), keeping the candidate that scores best on the selection questions: the
+    compile's dev questions, or with ``--select-on train`` the last ``held_out`` share of the
+    training questions (the others teach and train)."""
+
+    strategy: str = "p -> w -> p"
+    per_step: int = PER_STEP
+    held_out: float = 0.2
+
+    def check(self) -> None:
+        super().check()
+        check_strategy(self.strategy)
+        if self.per_step < 1 or not 0 < self.held_out < 1:
+            raise InputError(
+                f"better-together settings: per_step={self.per_step}, "
+                f"held_out={self.held_out}; give per_step >= 1 and 0 < held_out < 1"
             )
 
 
@@ -363,7 +392,7 @@ class FinetuneCompile(Teleprompter):
     def _better_together(self, student, trainset: list, valset) -> dspy.Module:
         settings = self.settings
         if self.select_on == "train":
-            trainset, valset = hold_out(trainset)
+            trainset, valset = selection_split(settings, trainset)
         tuner = self.finetuner()
         prompt = make_optimizer(
             settings.prompt,
@@ -387,16 +416,32 @@ class FinetuneCompile(Teleprompter):
         if together.error is not None:
             raise together.error
         self.result.trained = tuner.trained
-        self.result.candidates = [
-            {
-                "strategy": c["strategy"] or "none",
-                "score": c["score"],
-                "chosen": c["program"] is program,
-            }
-            for c in program.candidate_programs
-        ]
-        del program.candidate_programs, program.flag_compilation_error_occurred
+        self.result.candidates = candidates(program)
         return program
+
+
+def candidates(program: dspy.Module) -> list[dict[str, Any]]:
+    """The candidates BetterTogether scored (each strategy, its score, whether it is the one
+    returned), taken off ``program`` so that it saves as any compiled program."""
+    found = [
+        {
+            "strategy": c["strategy"] or "none",
+            "score": c["score"],
+            "chosen": c["program"] is program,
+        }
+        for c in program.candidate_programs
+    ]
+    del program.candidate_programs, program.flag_compilation_error_occurred
+    return found
+
+
+def selection_split(settings: TrainingSettings, trainset: Sequence) -> tuple[list, list]:
+    """Better-together's ``(train, select)`` with ``--select-on train``: the annotation
+    teacher's holds out its ``held_out`` share, the model teacher's the share DSPy's prompt
+    optimizers select on (``hold_out``)."""
+    if isinstance(settings, AnnotationBetterTogetherSettings):
+        return hold_out(trainset, settings.held_out)
+    return hold_out(trainset)
 
 
 def adapter_files(tele: FinetuneCompile) -> dict[str, Path]:
@@ -472,8 +517,10 @@ def check(settings: TrainingSettings, recipe: Any, trainset: Sequence) -> None:
     (``provider.check_examples``, before training)."""
     settings.check()
     questions, held = list(trainset), ""
-    if isinstance(settings, BetterTogetherSettings) and recipe.dataset.select_on == "train":
-        questions = hold_out(trainset)[0]
+    if recipe.dataset.select_on == "train" and isinstance(
+        settings, BetterTogetherSettings | AnnotationBetterTogetherSettings
+    ):
+        questions = selection_split(settings, trainset)[0]
         held = f" (of {len(trainset)}; the others select with --select-on train)"
     program = get_program(recipe.program)
     most = program.most_calls(knobs_mod.check(program.name, program.Knobs, recipe.knobs))
@@ -542,7 +589,9 @@ class AnnotationFinetune(Teleprompter):
                     tuned.model, count, counts, len(trainset), None, "annotations", without_gold
                 )
             )
-        self.result = TunedResult(student, trained, shared=self.settings.multitask)
+        # a second training (better-together's 'w -> p -> w') adds to the first's record
+        earlier = self.result.trained
+        self.result = TunedResult(student, [*earlier, *trained], shared=self.settings.multitask)
         student._compiled = True
         return student
 
@@ -573,3 +622,53 @@ class AnnotationFinetune(Teleprompter):
                     steps.append(step)
                     retrieved.append(number if demos else None)
         return data, steps, retrieved
+
+
+class AnnotationBetterTogether(Teleprompter):
+    """``--teacher annotations --optimizer better-together``
+    (``AnnotationBetterTogetherSettings``): ``compile(student, trainset=..., valset=...)``
+    runs DSPy's ``BetterTogether`` with the annotation teacher as its prompt step (``p``: the
+    steps' demonstrations read from the annotations) and the annotation finetune as its weight
+    step (``w``), and returns the candidate that scores best on ``valset`` (``select_on="dev"``)
+    or on the held-out training questions (``"train"``). No model is called to make the
+    demonstrations or the training examples; the candidates are scored with ``metric``."""
+
+    def __init__(
+        self,
+        settings: AnnotationBetterTogetherSettings,
+        *,
+        metric: Callable,
+        seed: int = 0,
+        threads: int = 1,
+        select_on: str = "dev",
+        train_threads: int | None = None,
+        progress: bool = True,
+    ):
+        super().__init__()
+        self.settings, self.metric, self.seed = settings, metric, seed
+        self.threads, self.select_on = threads, select_on
+        self.train_threads, self.progress = train_threads, progress
+        self.result = TunedResult()
+
+    def compile(self, student, *, trainset, teacher=None, valset=None, **kwargs) -> dspy.Module:
+        settings, trainset = self.settings, list(trainset)
+        if self.select_on == "train":
+            trainset, valset = selection_split(settings, trainset)
+        prompts = AnnotationTeacher(AnnotationSettings(per_step=settings.per_step), seed=self.seed)
+        weights = AnnotationFinetune(
+            settings, seed=self.seed, train_threads=self.train_threads, progress=self.progress
+        )
+        together = RecordingBetterTogether(metric=self.metric, p=prompts, w=weights)
+        program = together.compile(
+            student.deepcopy(),
+            trainset=trainset,
+            valset=list(valset) if valset else None,
+            num_threads=self.threads,
+            seed=self.seed,
+            strategy=settings.strategy,
+        )
+        if together.error is not None:
+            raise together.error
+        shared = settings.multitask
+        self.result = TunedResult(program, weights.result.trained, candidates(program), shared)
+        return program

@@ -143,18 +143,19 @@ def get_optimizer(name: str) -> Optimizer:
 def optimizer_for(recipe: Recipe) -> Optimizer:
     """The optimizer a recipe runs. Recipes name the annotation teacher as the optimizer
     ``bootstrap`` with ``teacher = "annotations"`` (``--teacher annotations``), and
-    ``finetune`` with it the annotation finetune."""
+    ``finetune`` (``better-together``) with it the annotation finetune (better-together)."""
     return get_optimizer(entry_name(recipe.optimizer.name, recipe.teacher))
 
 
 def compile_optimizer(program: str, optimizer: str, teacher: str) -> Optimizer:
     """The entry a compile of ``program`` with ``--optimizer`` and ``--teacher`` runs (and
     whose settings its recipe holds): the race for several programs or ``auto``, the
-    annotation finetune for ``finetune`` with ``--teacher annotations``; a bootstrap from
-    annotations keeps the bootstrap's settings (``optimizer_for`` runs the teacher)."""
+    annotation finetune (and better-together) for ``finetune`` (``better-together``) with
+    ``--teacher annotations``; a bootstrap from annotations keeps the bootstrap's settings
+    (``optimizer_for`` runs the teacher)."""
     if is_race(program):
         return get_optimizer("race")
-    if teacher == "annotations" and optimizer == "finetune":
+    if teacher == "annotations" and optimizer in ("finetune", "better-together"):
         return get_optimizer(entry_name(optimizer, teacher))
     return get_optimizer(optimizer)
 
@@ -180,9 +181,11 @@ def options_settings(
 def entry_name(optimizer: str, teacher: str) -> str:
     """The registry entry ``--optimizer`` and ``--teacher`` choose."""
     if teacher == "annotations":
-        return {"bootstrap": "annotations", "finetune": "finetune-annotations"}.get(
-            optimizer, optimizer
-        )
+        return {
+            "bootstrap": "annotations",
+            "finetune": "finetune-annotations",
+            "better-together": "better-together-annotations",
+        }.get(optimizer, optimizer)
     return optimizer
 
 
@@ -425,8 +428,29 @@ class AnnotationFinetune(WeightTuning):
         )
 
 
+class AnnotationBetterTogether(WeightTuning):
+    """``--optimizer better-together --teacher annotations``: BetterTogether's prompts and
+    weights both from the data's annotations (annotation demonstrations, the annotation
+    finetune), the candidates scored by the compile's metric."""
+
+    name, named = "better-together-annotations", False
+    settings_type = finetune.AnnotationBetterTogetherSettings
+
+    def build(self, settings: Any, setup: Setup) -> Teleprompter:
+        return finetune.AnnotationBetterTogether(
+            settings,
+            metric=make_metric(setup.metric, setup.judge_lm),
+            seed=setup.seed,
+            threads=setup.threads,
+            select_on=setup.select_on,
+            train_threads=setup.train_threads,
+            progress=setup.progress,
+        )
+
+
 for _name in DSPY:
     register(DSPyOptimizerEntry(_name))
 for _optimizer in (Annotations(), Joint(), Race(), Tune(), Finetune(False), Finetune(True)):
     register(_optimizer)
 register(AnnotationFinetune())
+register(AnnotationBetterTogether())

@@ -251,10 +251,12 @@ def make_recipe(
         raise InputError(f"unknown teacher {teacher!r}; choose one of {', '.join(TEACHERS)}")
     entry = compile_optimizer(program, optimizer, teacher)
     optimizer = "race" if is_race(program) else optimizer
-    if teacher == "annotations" and not (optimizer in ("bootstrap", "finetune") or entry.searches):
+    annotated = ("bootstrap", "finetune", "better-together")
+    if teacher == "annotations" and not (optimizer in annotated or entry.searches):
         raise InputError(
             "--teacher annotations works with --optimizer bootstrap (annotation demonstrations "
-            "only), joint (searched with the knobs) or finetune (the model tuned on them)"
+            "only), joint (searched with the knobs), finetune (the model tuned on them) or "
+            "better-together (both, in turn)"
         )
     _check_judge(metric, judge_model, entry.searches, optimizer, teacher)
     if teacher_model and teacher == "annotations" and not entry.searches:

@@ -174,7 +174,8 @@ TeacherOpt = Annotated[
     str,
     typer.Option(
         help="model (demonstrations from successful traces) | annotations (from the "
-        "data's gold passages, supporting sentences and sub-questions; no model calls)"
+        "data's gold passages, supporting sentences and sub-questions; no model calls), with "
+        "bootstrap, joint, finetune or better-together"
     ),
 ]
 
@@ -225,7 +226,8 @@ FinetuneSetOpt = Annotated[
         "--finetune-set",
         help="finetune or better-together: a setting, name=value (repeatable): a training "
         "setting (epochs, learning_rate, rank, min_examples, threads, ...), metric_threshold, "
-        "exclude_demos, or better-together's strategy and prompt",
+        "exclude_demos, better-together's strategy and prompt; with --teacher annotations "
+        "retrieved_share, multitask, and better-together's per_step and held_out",
     ),
 ]
 

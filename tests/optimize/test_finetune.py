@@ -6,6 +6,7 @@ refused before any model call."""
 
 import json
 import re
+from typing import ClassVar
 
 import dspy
 import pytest
@@ -17,7 +18,11 @@ from netcast.cli.app import app
 from netcast.errors import InputError, ModelFileError
 from netcast.models import embedded, lora, lora_provider, training
 from netcast.models.factory import EmbeddedLM
-from netcast.optimize.finetune import AnnotationFinetuneSettings, FinetuneSettings
+from netcast.optimize.finetune import (
+    AnnotationBetterTogetherSettings,
+    AnnotationFinetuneSettings,
+    FinetuneSettings,
+)
 from netcast.optimize.registry import compile_optimizer
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 from netcast.session import load
@@ -883,12 +888,15 @@ def test_annotation_finetune_settings_are_checked(qa_file):
         )
     with pytest.raises(InputError, match="--teacher annotations works with"):
         make_recipe(
-            program="basic",
-            knobs={},
-            dataset=qa_file,
-            optimizer="better-together",
-            teacher="annotations",
+            program="basic", knobs={}, dataset=qa_file, optimizer="mipro", teacher="annotations"
         )
+    for bad, match in [
+        ({"strategy": "p -> p"}, "better-together strategy 'p -> p'"),
+        ({"held_out": 1.0}, "held_out=1.0; give per_step >= 1 and 0 < held_out < 1"),
+        ({"per_step": 0}, "per_step=0"),
+    ]:
+        with pytest.raises(InputError, match=re.escape(match)):
+            AnnotationBetterTogetherSettings.of_flat(bad)
 
 
 def test_one_adapter_per_step_trains_each_on_its_own_examples_and_load_runs_each(
@@ -972,3 +980,56 @@ def test_one_adapter_per_step_with_no_examples_at_all_is_refused_before_training
     with pytest.raises(InputError, match="only 0 finetune example"):
         compile_recipe(recipe, tmp_path / "art", lm=embedded_lm(right_except(set())))
     assert trainer == []
+
+
+class SecretEngine(GGUFEngine):
+    """Right (the hidden gold answer) only with an adapter; every question asked is kept, by
+    every copy of the engine (a tuned model runs a copy)."""
+
+    asked: ClassVar[list[str]] = []
+
+    def reply(self, prompt):
+        n = word(prompt)
+        SecretEngine.asked.append(n)
+        return {"answer": f"Secret{n}" if self.lora_path else "nope"}
+
+
+def test_annotation_better_together_trains_on_the_taught_prompts_and_selects_held_out(
+    hidden_gold_file, tmp_path, trainer, monkeypatch
+):
+    # p -> w -> p from the annotations alone: the training chats hold the prompt step's two
+    # demonstrations; the candidates are scored on the last quarter of the 16 training
+    # questions, which never train; the adapter's candidate is kept (the earlier one of a tie)
+    monkeypatch.setattr(SecretEngine, "asked", [])
+    lm = embedded_lm(None, engine=SecretEngine(str(embedded.model_path())))
+    recipe = recipe_for(
+        hidden_gold_file,
+        optimizer="better-together",
+        teacher="annotations",
+        knobs={"k": 1},
+        limit=16,
+        select_on="train",
+        held_out=0.25,
+        train={"min_examples": 2},
+    )
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    saved = read_artifact(result.artifact)[0]
+    candidates = saved["better_together"]["candidates"]
+    scores = {c["strategy"]: c["score"] for c in candidates}
+    assert scores == {"none": 0.0, "p": 0.0, "p -> w": 100.0, "p -> w -> p": 100.0}
+    assert [c["strategy"] for c in candidates if c["chosen"]] == ["p -> w"]
+    (call,) = trainer
+    questions = [int(word(q)) for q in train_questions(hidden_gold_file, 16)]
+    taught, held = questions[:12], questions[12:]
+    trained = [int(word(chat[-2]["content"])) for chat in call["chats"]]
+    assert sorted(trained) == sorted(taught)
+    # system, two demonstrations (question and answer each), the question, the answer
+    assert {len(chat) for chat in call["chats"]} == {7}
+    assert all(
+        reply_of(chat) == {"answer": f"Secret{word(chat[-2]['content'])}"} for chat in call["chats"]
+    )
+    asked = {int(n) for n in SecretEngine.asked}
+    assert set(held) <= asked and not asked & set(taught)  # no call made an example
+    assert saved["finetune"]["examples"]["teacher"] == "annotations"
+    assert (result.artifact / "lora.gguf").exists()
+    assert result.after["f1"] == 1.0 > result.before["f1"]

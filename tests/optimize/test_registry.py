@@ -53,7 +53,11 @@ def test_a_committed_recipe_reads_typed_and_writes_back_the_same_json(path):
     recipe = recipe_of(saved, str(path))
     assert isinstance(recipe, Recipe) and recipe.to_dict() == saved
     optimizer = optimizer_for(recipe)
-    taught = {"bootstrap": "annotations", "finetune": "finetune-annotations"}  # from the data
+    taught = {  # from the data
+        "bootstrap": "annotations",
+        "finetune": "finetune-annotations",
+        "better-together": "better-together-annotations",
+    }
     name = saved["optimizer"]["name"]
     assert optimizer.name == (
         taught.get(name, name) if saved.get("teacher") == "annotations" else name
