@@ -19,7 +19,7 @@ from dspy.teleprompt import Teleprompter
 from netcast.errors import InputError
 from netcast.formats import Recipe
 from netcast.inputs import check_validation_fold
-from netcast.optimize import finetune
+from netcast.optimize import annotation_finetune, finetune
 from netcast.optimize.annotations import AnnotationTeacher
 from netcast.optimize.compile import (
     DSPY,
@@ -420,10 +420,10 @@ class AnnotationFinetune(WeightTuning):
     the data's annotations (no model call to make them)."""
 
     name, named = "finetune-annotations", False
-    settings_type = finetune.AnnotationFinetuneSettings
+    settings_type = annotation_finetune.AnnotationFinetuneSettings
 
     def build(self, settings: Any, setup: Setup) -> Teleprompter:
-        return finetune.AnnotationFinetune(
+        return annotation_finetune.AnnotationFinetune(
             settings, seed=setup.seed, train_threads=setup.train_threads, progress=setup.progress
         )
 
@@ -434,10 +434,10 @@ class AnnotationBetterTogether(WeightTuning):
     finetune), the candidates scored by the compile's metric."""
 
     name, named = "better-together-annotations", False
-    settings_type = finetune.AnnotationBetterTogetherSettings
+    settings_type = annotation_finetune.AnnotationBetterTogetherSettings
 
     def build(self, settings: Any, setup: Setup) -> Teleprompter:
-        return finetune.AnnotationBetterTogether(
+        return annotation_finetune.AnnotationBetterTogether(
             settings,
             metric=make_metric(setup.metric, setup.judge_lm),
             seed=setup.seed,

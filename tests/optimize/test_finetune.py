@@ -18,11 +18,11 @@ from netcast.cli.app import app
 from netcast.errors import InputError, ModelFileError
 from netcast.models import embedded, lora, lora_provider, training
 from netcast.models.factory import EmbeddedLM
-from netcast.optimize.finetune import (
+from netcast.optimize.annotation_finetune import (
     AnnotationBetterTogetherSettings,
     AnnotationFinetuneSettings,
-    FinetuneSettings,
 )
+from netcast.optimize.finetune import FinetuneSettings
 from netcast.optimize.registry import compile_optimizer
 from netcast.optimize.workflow import compile_recipe, make_recipe, recompile
 from netcast.session import load
