@@ -63,7 +63,7 @@ def scoring_lm(respond, favour):
     return dspy.LM("scripted/scoring", engine=Scoring(respond), cache=False, num_retries=0)
 
 
-def tiny_base(model_path):
+def tiny_base(model_path, dtype=None):
     """In place of the embedded model in training (``training.load_base``): a 2-block random
     Qwen2 with the real vocabulary (the examples are real tokens), trained in seconds."""
     import torch

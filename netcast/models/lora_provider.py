@@ -95,9 +95,10 @@ class TrainSettings:
             )
         return made
 
-    def result_settings(self) -> dict[str, Any]:
-        """The settings that change the trained weights (a checkpoint's and an adapter's)."""
-        data = dataclasses.asdict(self)
+    def result_settings(self, dtype: str = "bfloat16") -> dict[str, Any]:
+        """The settings that change the trained weights (a checkpoint's and an adapter's), with
+        the base's ``dtype`` where it is not bfloat16 (a float32 training is another result)."""
+        data = dataclasses.asdict(self) | ({"dtype": dtype} if dtype != "bfloat16" else {})
         for name in (
             "threads",
             "checkpoint_every",
@@ -128,6 +129,9 @@ class TrainSettings:
 # slightly at 2,500; the 1.5B's rose 1.1 then 1.9 MB a token (1,000-2,500-4,000: steeper with
 # length), `finetune_memory.py --checkpointed`, memory-*-checkpointed.md. The width matters
 # little here, so BYTES_PER_TOKEN_CHECKPOINTED is one constant above the steepest slope seen.
+# A CPU without hardware bf16 trains a float32 base (training.train_dtype): 2 more bytes a
+# weight; one 1,000-token step of the 0.5B peaked at 9.4 GB there, 0.82x of the estimate
+# (benchmarks/results/finetune/dtype-avx2.md).
 BYTES_PER_PARAM = 6
 BYTES_PER_TOKEN = 6_500_000
 BYTES_PER_TOKEN_CHECKPOINTED = 2_000_000
@@ -155,15 +159,21 @@ def available_memory() -> int:
     return available if available is not None else sys.maxsize
 
 
-def memory_needed(shape: lora.BaseShape, longest: int, checkpointed: bool = False) -> int:
+def memory_needed(
+    shape: lora.BaseShape, longest: int, checkpointed: bool = False, dtype: str | None = None
+) -> int:
     """Bytes a training of a model of ``shape`` is expected to take, its longest example
-    ``longest`` tokens (the constants above), with activation checkpointing or without. The
-    adapter's record keeps it beside the measured peak, so the estimate can be checked against
-    every training."""
+    ``longest`` tokens (the constants above), with activation checkpointing or without, its
+    base in ``dtype`` (None: this CPU's, ``training.train_dtype``; float32 holds 2 more bytes a
+    weight). The adapter's record keeps it beside the measured peak, so the estimate can be
+    checked against every training."""
+    from netcast.models import training
+
     per_token = BYTES_PER_TOKEN * shape.blocks * (shape.embedding + shape.feed_forward) / WIDTH_05B
     if checkpointed:  # measured alike on the 0.5B and the 1.5B: not scaled by width
         per_token = BYTES_PER_TOKEN_CHECKPOINTED
-    return shape.parameters() * BYTES_PER_PARAM + round(longest * per_token)
+    per_param = BYTES_PER_PARAM + (2 if (dtype or training.train_dtype()) == "float32" else 0)
+    return shape.parameters() * per_param + round(longest * per_token)
 
 
 def free_disk(path: Path) -> int:
@@ -390,7 +400,8 @@ def finetune(
     model_path = embedded.model_path(spec.name)
     examples = _encoded(chats, model_path, cfg.max_tokens)
     longest = max(len(e.ids) for e in examples)
-    key = training.fingerprint(examples, cfg.result_settings(), spec.sha256)
+    dtype = training.train_dtype()
+    key = training.fingerprint(examples, cfg.result_settings(dtype), spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
     finished = checkpoints_dir() / f"{key[:24]}.done.json"
     shown = progress and cfg.progress
@@ -403,7 +414,7 @@ def finetune(
         if display is not None:
             display.print(text)
 
-    base = training.load_base(model_path)
+    base = training.load_base(model_path, dtype)
     tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, TARGETS)
     try:
         if plan.checkpointed:
@@ -433,7 +444,7 @@ def finetune(
             alpha=cfg.alpha,
             rank=cfg.rank,
             meta={
-                "settings": cfg.result_settings(),
+                "settings": cfg.result_settings(dtype),
                 "examples": len(examples),
                 "loss_curve": result.losses,
                 "seconds": result.seconds,

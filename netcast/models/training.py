@@ -1,5 +1,6 @@
 """Training a LoRA on CPU: the embedded model read from its GGUF by transformers, a peft LoRA over
-its frozen bf16 weights, the loss on the reply tokens only, a checkpoint every few steps.
+its frozen weights (bf16 where the CPU computes it, else fp32: ``train_dtype``), the loss on the
+reply tokens only, a checkpoint every few steps.
 
 Examples are tokenized by llama.cpp itself (the GGUF's vocabulary and chat template, as the
 served model formats a chat request), so the model trains on the very tokens it is prompted with
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from netcast.errors import InputError, NetcastError
+from netcast.machine import native_bf16
 
 
 class TrainingInterrupted(NetcastError):
@@ -93,9 +95,20 @@ class ChatTokenizer:
         return Encoded(tuple(ids + tail + [self.eos]), len(ids))
 
 
-def load_base(model_path: str | Path, dtype: str = "bfloat16"):
-    """The model of a GGUF file as a transformers model (dequantized to ``dtype``)."""
+def train_dtype() -> str:
+    """The dtype a frozen base model trains in on this CPU: ``bfloat16`` where torch computes
+    it natively (``netcast.machine.native_bf16``), else ``float32``: emulated bfloat16 products
+    ran about 100x slower than float32's on an AVX2-only CPU (``benchmarks/train_dtype.py``).
+    float32 holds twice the bytes per base weight."""
+    return "bfloat16" if native_bf16() else "float32"
+
+
+def load_base(model_path: str | Path, dtype: str | None = None):
+    """The model of a GGUF file as a transformers model (dequantized to ``dtype``; None: this
+    CPU's ``train_dtype``)."""
     import torch
+
+    dtype = dtype or train_dtype()
     from transformers import AutoModelForCausalLM, GgufConfig
     from transformers.utils import logging as hf_logging
 

@@ -23,6 +23,7 @@ import numpy as np
 from netcast.corpus import Corpus
 from netcast.errors import InputError
 from netcast.formats import read_faiss
+from netcast.machine import native_bf16
 from netcast.retrievers.base import Hit, Shared
 
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -42,14 +43,7 @@ def encoder_dtype() -> str:
     chosen = os.environ.get("NETCAST_EMBED_DTYPE", "")
     if chosen in ("float32", "bfloat16"):
         return chosen
-    import torch
-
-    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    try:
-        native = bool(check and check())
-    except Exception:  # a torch build without oneDNN
-        native = False
-    return "bfloat16" if native else "float32"
+    return "bfloat16" if native_bf16() else "float32"
 
 
 def embedding_model(dtype: str | None = None):

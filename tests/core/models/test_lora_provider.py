@@ -411,8 +411,12 @@ def test_the_memory_estimate_scales_each_token_with_the_models_width():
     assert per_token[0] == 1_000 * lora_provider.BYTES_PER_TOKEN
     # the 1.5B is charged 2.1x the 0.5B's bytes a token: blocks x (embedding + feed-forward)
     assert per_token[1] / per_token[0] == pytest.approx(28 * 10_496 / (24 * 5_760))
-    assert (
-        lora_provider.memory_needed(large, 0) == large.parameters() * lora_provider.BYTES_PER_PARAM
+    bf16 = lora_provider.memory_needed(large, 0, dtype="bfloat16")
+    assert bf16 == large.parameters() * lora_provider.BYTES_PER_PARAM
+    # a float32 base (a CPU without hardware bf16) holds 2 more bytes a weight
+    fp32 = lora_provider.memory_needed(large, 1_000, dtype="float32")
+    assert fp32 - lora_provider.memory_needed(large, 1_000, dtype="bfloat16") == (
+        2 * large.parameters()
     )
     # with gradient checkpointing a token costs the same on both (measured so)
     for shape in (small, large):
@@ -624,3 +628,32 @@ def test_dspy_bootstrap_finetune_compiles_a_program_onto_the_tuned_model(monkeyp
     assert tuned.model.startswith(lm.model + "+lora-")
     record = lora.read_record(lora.parse_model_id(tuned.model)[1])
     assert record.examples == 8 and len(seen[0].losses) == 8
+
+
+@pytest.mark.parametrize(("native", "dtype"), [(True, "bfloat16"), (False, "float32")])
+def test_the_base_trains_in_bf16_only_where_the_cpu_computes_it(monkeypatch, native, dtype):
+    # an AVX2-only CPU (an AMD EPYC VM here) emulates bf16 matrix products about 100x slower
+    # than float32's: there the base is loaded, and the memory charged, as float32
+    monkeypatch.setattr(training, "native_bf16", lambda: native)
+    assert training.train_dtype() == dtype
+    shape = lora.base_shape(embedded.model_path())
+    assert lora_provider.memory_needed(shape, 500) == lora_provider.memory_needed(
+        shape, 500, dtype=dtype
+    )
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_a_training_loads_the_base_in_the_cpus_dtype_and_records_it(monkeypatch, dtype):
+    loaded = []
+
+    def recording_base(model_path, dtype=None):
+        loaded.append(dtype)
+        return tiny_base(model_path, dtype)
+
+    monkeypatch.setattr(training, "train_dtype", lambda: dtype)
+    monkeypatch.setattr(training, "load_base", recording_base)
+    model = lora_provider.finetune("embedded", chats(8), {"min_examples": 4, "progress": False})
+    assert loaded == [dtype]
+    record = lora.read_record(lora.parse_model_id(model)[1])
+    # a float32 training is told apart from a bfloat16 one (its checkpoint, its record)
+    assert record.settings.get("dtype") == (None if dtype == "bfloat16" else "float32")
