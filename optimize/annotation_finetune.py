@@ -22,6 +22,7 @@ from netcast.models import lora_provider as provider
 from netcast.models.factory import default_adapter
 from netcast.optimize.annotations import AnnotationTeacher
 from netcast.optimize.finetune import (
+    STRATEGY,
     RecordingBetterTogether,
     Trained,
     TrainingSettings,
@@ -67,7 +68,7 @@ class AnnotationBetterTogetherSettings(AnnotationFinetuneSettings):
     compile's dev questions, or with ``--select-on train`` the last ``held_out`` share of the
     training questions (the others teach and train)."""
 
-    strategy: str = "p -> w -> p"
+    strategy: str = STRATEGY
     per_step: int = PER_STEP
     held_out: float = 0.2
 

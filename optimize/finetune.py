@@ -38,6 +38,7 @@ from netcast.programs import get_program
 from netcast.programs import knobs as knobs_mod
 
 STEPS = ("p", "w")  # BetterTogether's steps: prompt optimization, weight optimization
+STRATEGY = "p -> w -> p"  # BetterTogether's default sequence of them, either teacher's
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class BetterTogetherSettings(FinetuneSettings):
     sequence of ``p`` (DSPy optimizer ``prompt`` at netcast's defaults for it) and ``w`` (the
     finetune above), keeping the step that scores best on the selection questions."""
 
-    strategy: str = "p -> w -> p"
+    strategy: str = STRATEGY
     prompt: str = "bootstrap"
 
     def check(self) -> None:
