@@ -31,6 +31,7 @@ model only ever names labels, and nothing in a chunk's text is ever parsed as an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import dspy
@@ -113,17 +114,29 @@ def with_others(hits: list[Hit], more: list[Hit]) -> list[Hit]:
     return hits + [h for h in more if h.chunk.id not in seen]
 
 
+def with_gold(found: list[tuple[str, str]], passage: dict) -> list[tuple[str, str]]:
+    """The (chunk id, passage) pairs a search ``found``, ``passage`` (a gold passage of the
+    annotations) swapped in for the last of them where the search missed it."""
+    if passage["id"] in {doc_id_of_chunk(cid) for cid, _ in found}:
+        return found
+    (text,) = annotations.gold_passage_texts([passage])
+    return [*found[:-1], (f"{passage['id']}#0", text)]
+
+
 def search_note(query: str, kept: int, dropped: int) -> str:
     """A search's line in the agent's history, as its decision step reads it."""
     return f"search {query!r}: kept {kept} new chunks, dropped {dropped}"
 
 
-def delete_demo(question: str, retrieved: list[str], drop: list[str]) -> dspy.Example:
+def delete_demo(
+    question: str, retrieved: list[str], drop: list[str], context: Sequence[str] = ()
+) -> dspy.Example:
     """chunk_delete's demonstration: the passages just retrieved (labelled N1, N2, ... as the
-    agent shows them, the context still empty) and the labels ``drop`` it deletes."""
+    agent shows them) beside the ``context`` it holds (labelled [C1], ...; empty on the first
+    round) and the labels ``drop`` it deletes."""
     return dspy.Example(
         question=question,
-        context=[],
+        context=list(context),
         retrieved=[f"[N{i}] {text}" for i, text in enumerate(retrieved, 1)],
         delete_ids=drop,
     ).with_inputs("question", "context", "retrieved")
@@ -343,61 +356,18 @@ class Iterative(NetcastProgram):
         return dspy.Prediction(answer=answer, evidence=context.ids(), context=passages)
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """From the record's annotations, over the first round for its question
-        (``first_round``: its top-``k``; ``combined``: with its budgeted selection), gold
-        passages swapped in for the last others where retrieval missed them: ``delete_chunks``
-        deletes exactly the retrieved chunks that are not gold; ``decide`` searches for a gold
-        passage the context lacks (by its title, or the MuSiQue sub-question it answers:
-        ``annotations.gold_queries``) over the gold the search kept (every chunk it found where
-        it found no gold, unless ``allow_delete_all``: deleting them all is refused) and
-        answers once every gold passage is in the context; ``answer`` gives the gold answer
-        from the gold passages. With ``delete`` off nothing is deleted: no ``delete_chunks``
-        demonstration, and every chunk found stays in the contexts shown. Not taught: the
-        reasoning before a decision and the answer's notes (the agent's own thoughts: the
-        demos have no reasoning and empty notes), and ``contextualize`` (memory notes in the
-        auxiliary model's own words, which no annotation holds)."""
-        gold = annotations.require(example, "gold_passages", self.name)
-        question = example.question
-        hits = self.first_round(question)
-        found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
-        shown = annotations.marked_context_with_gold(found, gold, len(found))
-        deleting = self.knobs.delete
-        drop = [f"N{i}" for i, (_, src) in enumerate(shown, 1) if src is None and deleting]
-        demos = {}
-        if deleting:
-            demos["delete_chunks"] = [delete_demo(question, [t for t, _ in shown], drop)]
-        # after the question's search kept what it found of the gold (everything it found,
-        # without the delete step), search a missing gold passage; if it found them all, the
-        # first turn (before any search) searches one
-        have = [(cid, text) for cid, text in found if annotations.is_gold(cid, gold)]
-        have_ids = {doc_id_of_chunk(cid) for cid, _ in have}
-        targets = annotations.gold_queries(example)
-        missing = [query for passage, query in targets if passage["id"] not in have_ids]
-        if missing:
-            kept = [text for _, text in (have if deleting else found)]
-            if not kept and not self.knobs.allow_delete_all:  # deleting them all is refused
-                kept = [text for _, text in found]
-            searched = [search_note(question, len(kept), len(found) - len(kept))]
-            search = decision_demo(question, kept, searched, "search", missing[0])
-        else:
-            search = decision_demo(question, [], [], "search", targets[0][1])
-        context = [text for text, source in shown if source is not None or not deleting]
-        searched = [search_note(question, len(context), len(drop))]
-        answer = decision_demo(question, context, searched, "answer", "")
-        demos["decide"] = [search, answer]
-        demos["answer"] = [answer_demo(question, context, example.answer)]
-        return demos
+        """The agent's trajectory for the record (``trajectory``) from its first round for
+        the question (``first_round``: its top-``k``; ``combined``: with its budgeted
+        selection), as retrieval ranks it."""
+        return self.trajectory(example, self.first_round(example.question))
 
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """The trajectory of a question whose first search finds no gold passage (RAFT's
-        share of examples without the golden document, ``retrieved_share``): its first round
-        without the gold (``iterative``: the question's top-``k`` that are not gold, the next
-        ones ranked standing in). Deleting every chunk is refused unless ``allow_delete_all``,
-        so they stay in the context and ``delete_chunks`` gets no demonstration (with it,
-        they are all deleted); ``decide`` then searches a gold passage (the first of
-        ``annotations.gold_queries``): the turn an agent whose first round missed must take;
-        ``answer`` gives the gold answer over what stayed and the gold passages that search
-        is for (RAFT's distractors beside the evidence)."""
+        """The trajectory of a question whose first round finds no gold passage (RAFT's
+        share of examples without the golden document, ``retrieved_share``): ``iterative``:
+        the question's top-``k`` that are not gold, the next ones ranked standing in;
+        ``combined``: its first round without the gold. Deleting every chunk is refused unless
+        ``allow_delete_all``, so they stay beside the evidence the later searches bring (RAFT's
+        distractors)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
         if self.knobs.initial == "budget":
@@ -406,19 +376,71 @@ class Iterative(NetcastProgram):
             ]
         else:
             hits = annotations.top_without_gold(self.retriever.search, question, self.knobs.k, gold)
-        texts = self.passages(hits)
-        demos: dict[str, list[dspy.Example]] = {}
-        kept = texts
-        if self.knobs.delete and self.knobs.allow_delete_all and texts:
-            every = [f"N{i}" for i in range(1, len(texts) + 1)]
-            demos["delete_chunks"] = [delete_demo(question, texts, every)]
-            kept = []
-        searched = [search_note(question, len(kept), len(texts) - len(kept))]
-        query = annotations.gold_queries(example)[0][1]
-        demos["decide"] = [decision_demo(question, kept, searched, "search", query)]
-        context = kept + annotations.gold_passage_texts(gold)
-        demos["answer"] = [answer_demo(question, context, example.answer)]
-        return demos
+        return self.trajectory(example, hits)
+
+    def found(self, hits: list[Hit]) -> list[tuple[str, str]]:
+        return [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
+
+    def trajectory(self, example: dspy.Example, first: list[Hit]) -> dict[str, list[dspy.Example]]:
+        """What an expert agent with the record's annotations does, turn by turn, each step's
+        demonstration shown what the agent is shown at that turn (no model call):
+
+        1. ``decide`` over the empty context searches the question; ``first`` is what that
+           search puts before chunk_delete.
+        2. ``delete_chunks`` deletes exactly the chunks just retrieved that are not gold (none
+           with ``delete`` off; where none of them is gold, deleting them all is refused unless
+           ``allow_delete_all``: they stay and there is no demonstration); the rest join the
+           context, and the search's line joins the history.
+        3. While a gold passage is missing, ``decide`` searches for the first one missing (by
+           its title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``);
+           the search's top-``k``, with that passage swapped in for the last one where
+           retrieval missed it, goes through step 2.
+        4. Once every gold passage is in (or at ``max_steps`` decisions), ``decide`` answers
+           and ``answer`` gives the gold answer from the context.
+
+        Not taught: the reasoning before a decision and the answer's notes (the agent's own
+        thoughts: the demos have no reasoning and empty notes), and ``contextualize`` (memory
+        notes in the auxiliary model's own words, which no annotation holds)."""
+        gold = annotations.require(example, "gold_passages", self.name)
+        question, knobs = example.question, self.knobs
+        targets = annotations.gold_queries(example)
+        demos: dict[str, list[dspy.Example]] = {"delete_chunks": [], "decide": []}
+        demos["decide"].append(decision_demo(question, [], [], "search", question))
+        context: dict[str, str] = {}  # chunk id -> passage, in the order they entered
+        history: list[str] = []
+        query = question
+        found = self.found(first)
+        while True:
+            new = [(cid, text) for cid, text in found if cid not in context]
+            drop = [
+                i
+                for i, (cid, _) in enumerate(new)
+                if knobs.delete and not annotations.is_gold(cid, gold)
+            ]
+            if new and len(drop) == len(new) and not knobs.allow_delete_all:
+                drop = []  # deleting every chunk just retrieved is refused: they stay
+            elif knobs.delete and new:
+                labels = [f"N{i}" for i in range(1, len(new) + 1)]
+                shown = [f"[C{i}] {text}" for i, text in enumerate(context.values(), 1)]
+                retrieved = [text for _, text in new]
+                dropped = [labels[i] for i in drop]
+                demos["delete_chunks"].append(delete_demo(question, retrieved, dropped, shown))
+            context |= {cid: text for i, (cid, text) in enumerate(new) if i not in drop}
+            history.append(search_note(query, len(new) - len(drop), len(drop)))
+            held = {doc_id_of_chunk(cid) for cid in context if annotations.is_gold(cid, gold)}
+            missing = [(p, q) for p, q in targets if p["id"] not in held]
+            if not missing or len(history) >= knobs.max_steps:
+                break
+            passage, query = missing[0]
+            step = decision_demo(question, list(context.values()), list(history), "search", query)
+            demos["decide"].append(step)
+            hits = self.retriever.search(query, knobs.k)
+            found = with_gold(self.found(hits), passage)
+        if len(history) < knobs.max_steps:
+            passages = list(context.values())
+            demos["decide"].append(decision_demo(question, passages, history, "answer", ""))
+        demos["answer"] = [answer_demo(question, list(context.values()), example.answer)]
+        return {step: items for step, items in demos.items() if items}
 
 
 @register

@@ -53,35 +53,68 @@ def unlabelled(item: str) -> str:
 # --- iterative and combined --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["iterative"])
+RHINE = "Rhine: The Rhine river flows through Germany and the Netherlands."
+
+
+def note(query: str, kept: int, dropped: int) -> str:
+    return f"search {query!r}: kept {kept} new chunks, dropped {dropped}"
+
+
+@pytest.mark.parametrize("name", ["iterative", "combined"])
 def test_chunk_delete_deletes_exactly_the_retrieved_chunks_that_are_not_gold(name, bm25):
-    (demo,) = demos_of(name, bm25, k=4)["delete_chunks"]
+    (demo,) = demos_of(name, bm25, k=4)["delete_chunks"]  # the question's top-4 holds both
     assert set(demo.inputs().keys()) == {"question", "context", "retrieved"}
+    assert demo.context == []  # the first round: nothing in the context yet
     shown = {item.split("] ", 1)[0].strip("["): unlabelled(item) for item in demo.retrieved}
-    assert len(shown) == 4 and set(shown.values()) >= GOLD_TEXTS
+    assert len(shown) >= 4 and set(shown.values()) >= GOLD_TEXTS
     assert demo.delete_ids == [label for label, text in shown.items() if text not in GOLD_TEXTS]
-    assert len(demo.delete_ids) == 2
 
 
-@pytest.mark.parametrize("name", ["iterative"])
-def test_decide_searches_the_missing_gold_title_then_answers(name, bm25):
-    # top-2 for the question: the Eiffel Tower and the Rhine; the Seine is missing
-    search, answer = demos_of(name, bm25, k=2)["decide"]
-    assert [unlabelled(c) for c in search.context] == [EIFFEL]
-    assert search.action == "search" and search.query == "Seine"
-    assert search.history == [f"search {QUESTION!r}: kept 1 new chunks, dropped 1"]
+def test_the_trajectory_searches_the_question_deletes_searches_the_missing_title_answers(bm25):
+    # the question's top-2: the Eiffel Tower and the Rhine; the Seine is missing
+    demos = demos_of("iterative", bm25, k=2)
+    first, again, answer = demos["decide"]
+    assert first.context == [] and first.history == []  # turn 1: the question itself
+    assert first.action == "search" and first.query == QUESTION
+    # the first round as retrieval ranks it (no gold swapped in): the Rhine deleted
+    delete_first, delete_then = demos["delete_chunks"]
+    assert [unlabelled(r) for r in delete_first.retrieved] == [EIFFEL, RHINE]
+    assert delete_first.delete_ids == ["N2"] and delete_first.context == []
+    assert [unlabelled(c) for c in again.context] == [EIFFEL]
+    assert again.history == [note(QUESTION, 1, 1)]
+    assert again.action == "search" and again.query == "Seine"
+    # the Seine's search, judged beside the context the agent holds: nothing to delete
+    assert delete_then.context == [f"[C1] {EIFFEL}"]
+    assert [unlabelled(r) for r in delete_then.retrieved] == [SEINE] and not delete_then.delete_ids
     assert answer.action == "answer" and answer.query == ""
-    assert {unlabelled(c) for c in answer.context} == GOLD_TEXTS
-    (final,) = demos_of(name, bm25, k=2)["answer"]
-    assert final.answer == "the Seine" and set(final.context) == GOLD_TEXTS and final.notes == []
+    assert [unlabelled(c) for c in answer.context] == [EIFFEL, SEINE]
+    assert answer.history == [note(QUESTION, 1, 1), note("Seine", 1, 0)]
+    (final,) = demos["answer"]
+    assert final.answer == "the Seine" and final.context == [EIFFEL, SEINE] and final.notes == []
 
 
-def test_decide_searches_a_hops_sub_question_and_first_searches_when_retrieval_found_all(bm25):
-    search, _ = demos_of("iterative", bm25, annotated(hops=HOPS), k=2)["decide"]
+def test_decide_searches_a_hops_sub_question_and_answers_when_the_first_round_found_all(bm25):
+    first, search, _ = demos_of("iterative", bm25, annotated(hops=HOPS), k=2)["decide"]
     assert search.query == "Which river flows through Paris?"
-    # top-3 holds both gold passages: the first turn, before any search, searches one
-    search, _ = demos_of("iterative", bm25, k=3)["decide"]
-    assert search.context == [] and search.history == [] and search.query == "Seine"
+    delete = demos_of("iterative", bm25, annotated(hops=HOPS), k=2)["delete_chunks"][1]
+    assert [unlabelled(r) for r in delete.retrieved] == [SEINE, RHINE]  # that query's top-2
+    assert delete.delete_ids == ["N2"]
+    # top-3 holds both gold passages: search the question, delete the Rhine, answer
+    first, answer = demos_of("iterative", bm25, k=3)["decide"]
+    assert first.query == QUESTION and answer.action == "answer"
+    assert answer.history == [note(QUESTION, 2, 1)]
+
+
+def test_a_gold_passage_the_search_misses_is_swapped_in_for_its_last_hit(bm25):
+    # a third gold passage outside the index: its title's search finds only the Louvre
+    museum = {"id": "museum", "title": "Museum", "text": "A museum in Paris.", "facts": [0]}
+    example = annotated().copy(gold_passages=[*annotated().gold_passages, museum])
+    demos = demos_of("iterative", bm25, example, k=3)
+    *_, search, _ = demos["decide"]
+    assert search.query == "Museum"
+    delete = demos["delete_chunks"][-1]
+    assert [unlabelled(r) for r in delete.retrieved] == ["Museum: A museum in Paris."]
+    assert delete.delete_ids == []
 
 
 @pytest.mark.parametrize("name", ["iterative"])
@@ -90,48 +123,68 @@ def test_where_the_first_search_finds_no_gold_the_decision_searches_over_what_st
     # delete every chunk just retrieved, which the agent refuses, so it stays
     only_seine = annotated()
     only_seine = only_seine.copy(gold_passages=only_seine.gold_passages[:1], gold_ids=["seine"])
-    search, _ = demos_of(name, bm25, only_seine, k=1)["decide"]
+    demos = demos_of(name, bm25, only_seine, k=1)
+    _, search, answer = demos["decide"]
     assert [unlabelled(c) for c in search.context] == [EIFFEL]
-    assert search.history == [f"search {QUESTION!r}: kept 1 new chunks, dropped 0"]
+    assert search.history == [note(QUESTION, 1, 0)]
     assert search.action == "search" and search.query == "Seine"
-    search, _ = demos_of(name, bm25, only_seine, k=1, allow_delete_all=True)["decide"]
+    (delete,) = demos["delete_chunks"]  # the Seine's search only: the first was refused
+    assert delete.context == [f"[C1] {EIFFEL}"] and delete.delete_ids == []
+    assert [unlabelled(c) for c in answer.context] == [EIFFEL, SEINE]
+    demos = demos_of(name, bm25, only_seine, k=1, allow_delete_all=True)
+    _, search, _ = demos["decide"]
     assert search.context == [] and search.query == "Seine"
-    assert search.history == [f"search {QUESTION!r}: kept 0 new chunks, dropped 1"]
+    assert search.history == [note(QUESTION, 0, 1)]
+    assert demos["delete_chunks"][0].delete_ids == ["N1"]
 
 
 def test_without_any_gold_retrieved_the_agent_keeps_what_it_found_and_searches_gold(bm25):
     demos = get_program("iterative")(bm25, k=2).retrieved_demos(annotated())
-    assert set(demos) == {"decide", "answer"}  # deleting every chunk is refused: no demo
     # the next passages ranked stand in for the gold ones
     ranked = [h for h in bm25.search(QUESTION, 6) if h.chunk.id not in ("seine#0", "eiffel#0")]
     expected = [format_passage(h.chunk.title, h.chunk.text) for h in ranked[:2]]
-    (decide,) = demos["decide"]
-    assert [unlabelled(c) for c in decide.context] == expected
     assert not set(expected) & GOLD_TEXTS
-    assert decide.history == [f"search {QUESTION!r}: kept 2 new chunks, dropped 0"]
-    assert decide.action == "search" and decide.query == "Seine"
-    (final,) = demos["answer"]  # over what stayed and the gold that search is for
+    first, seine, eiffel, answer = demos["decide"]
+    assert first.query == QUESTION and first.context == []
+    assert [unlabelled(c) for c in seine.context] == expected
+    assert seine.history == [note(QUESTION, 2, 0)]
+    assert seine.action == "search" and seine.query == "Seine"
+    assert eiffel.action == "search" and eiffel.query == "Eiffel Tower"
+    assert [unlabelled(c) for c in eiffel.context] == [*expected, SEINE]
+    assert answer.action == "answer" and len(answer.history) == 3
+    # deleting every chunk of the first round is refused: no demo for it, only the later two
+    assert [d.delete_ids for d in demos["delete_chunks"]] == [[], []]
+    assert all(d.context for d in demos["delete_chunks"])
+    (final,) = demos["answer"]  # over what stayed and the gold the searches brought
     assert final.context == [*expected, SEINE, EIFFEL] and final.answer == "the Seine"
 
     allowed = get_program("iterative")(bm25, k=2, allow_delete_all=True)
-    (delete,) = allowed.retrieved_demos(annotated())["delete_chunks"]
+    delete = allowed.retrieved_demos(annotated())["delete_chunks"][0]
     assert delete.delete_ids == ["N1", "N2"]
     assert [unlabelled(r) for r in delete.retrieved] == expected and delete.context == []
-    (decide,) = allowed.retrieved_demos(annotated())["decide"]
+    _, decide, *_ = allowed.retrieved_demos(annotated())["decide"]
     assert decide.context == [] and decide.query == "Seine"
-    assert decide.history == [f"search {QUESTION!r}: kept 0 new chunks, dropped 2"]
+    assert decide.history == [note(QUESTION, 0, 2)]
 
 
 def test_without_the_delete_step_no_chunk_is_deleted_in_any_demo(bm25):
     demos = demos_of("iterative", bm25, k=2, delete=False)
     assert "delete_chunks" not in demos
-    search, answer = demos["decide"]
+    _, search, answer = demos["decide"]
     found = [format_passage(h.chunk.title, h.chunk.text) for h in bm25.search(QUESTION, 2)]
     assert [unlabelled(c) for c in search.context] == found  # the Rhine stays
-    assert search.history == [f"search {QUESTION!r}: kept 2 new chunks, dropped 0"]
-    assert len(answer.context) == 2 and answer.history[0].endswith("dropped 0")
+    assert search.history == [note(QUESTION, 2, 0)]
+    assert [unlabelled(c) for c in answer.context] == [*found, SEINE]
+    assert all(line.endswith("dropped 0") for line in answer.history)
     program = get_program("iterative")(bm25, k=2, delete=False, allow_delete_all=True)
     assert "delete_chunks" not in program.retrieved_demos(annotated())
+
+
+def test_the_trajectory_stops_searching_at_max_steps(bm25):
+    demos = get_program("iterative")(bm25, k=2, max_steps=2).retrieved_demos(annotated())
+    assert [d.action for d in demos["decide"]] == ["search", "search"]  # no third decision
+    (final,) = demos["answer"]
+    assert SEINE in final.context and EIFFEL not in final.context
 
 
 def agent_script(prompts: list[str], delete_all: bool = True):
@@ -173,7 +226,8 @@ def test_the_decision_demo_is_what_the_agent_is_shown_after_its_delete_all_was_r
     program(question=QUESTION)
     shown = prompts[1]  # the decision after the first round
     for demos in (program.retrieved_demos(example), program.annotated_demos(example)):
-        decide = demos["decide"][0]
+        first, decide = demos["decide"][:2]
+        assert first.context == [] and first.history == []  # as the first prompt shows
         assert decide.context and decide.action == "search"
         assert all(json.dumps(item) in shown for item in decide.context)
         assert json.dumps(decide.history[0]) in shown
@@ -189,7 +243,7 @@ def test_combineds_demos_start_from_its_budgeted_first_round(scripted_lm, bm25):
     expected = [format_passage(bm25.corpus[c].title, bm25.corpus[c].text) for c in first]
     (delete,) = program.annotated_demos(annotated())["delete_chunks"]  # both gold among them
     assert [unlabelled(r) for r in delete.retrieved] == expected
-    (decide,) = program.retrieved_demos(annotated())["decide"]
+    _, decide, *_ = program.retrieved_demos(annotated())["decide"]
     assert [unlabelled(c) for c in decide.context] == [t for t in expected if t not in GOLD_TEXTS]
 
 

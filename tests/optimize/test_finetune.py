@@ -855,23 +855,27 @@ def test_the_agents_share_without_gold_trains_it_to_search_again_over_what_it_ke
     hidden_gold_file, tmp_path, trainer
 ):
     # the agent's first search (k 1) finds only a distractor; with retrieved_share 1 every
-    # question trains on that trajectory: the distractor stays (deleting it all is refused),
-    # the decision searches the gold title, the answer is the gold one
+    # question trains on that trajectory: search the question, the distractor stays (deleting
+    # it all is refused), the decision searches the gold title, its passage is kept, answer
     lm = embedded_lm(right_except(set()))
     knobs = {"k": 1, "reasoning": False}
     recipe = annotation_recipe(hidden_gold_file, "iterative", knobs, limit=8, share=1.0)
     result = compile_recipe(recipe, tmp_path / "art", lm=lm)
     (call,) = trainer
     decisions = [c for c in call["chats"] if "action" in reply_of(c)]
-    assert len(decisions) == 8
-    for chat in decisions:
+    assert len(decisions) == 24  # the question's search, the gold title's, the answer
+    again = [c for c in decisions if "[C1]" in c[-2]["content"] and "search" in str(reply_of(c))]
+    assert len(again) == 8
+    for chat in again:
         n = word(chat[-2]["content"])
         assert reply_of(chat) == {"action": "search", "query": f"Vault {n}"}
         assert f"[C1] Item {n}: Item {n} is Word{n} what." in chat[-2]["content"]
         assert f"Its code is Secret{n}" not in chat[-2]["content"]
+    deletes = [c for c in call["chats"] if "delete_ids" in reply_of(c)]
+    assert [reply_of(c)["delete_ids"] for c in deletes] == [[]] * 8  # the gold passage kept
     examples = read_artifact(result.artifact)[0]["finetune"]["examples"]
     assert examples["retrieved"] == 8
-    assert examples["per_step"] == {"decide": 8, "answer": 8}
+    assert examples["per_step"] == {"decide": 24, "delete_chunks": 8, "answer": 8}
 
 
 def test_annotation_finetune_settings_are_checked(qa_file):
