@@ -114,13 +114,18 @@ def with_others(hits: list[Hit], more: list[Hit]) -> list[Hit]:
     return hits + [h for h in more if h.chunk.id not in seen]
 
 
-def with_gold(found: list[tuple[str, str]], passage: dict) -> list[tuple[str, str]]:
-    """The (chunk id, passage) pairs a search ``found``, ``passage`` (a gold passage of the
-    annotations) swapped in for the last of them where the search missed it."""
+def with_gold(
+    found: list[tuple[str, str]], passage: dict, gold: list[dict]
+) -> list[tuple[str, str]]:
+    """The (chunk id, passage) pairs a search ``found``, ``passage`` (one of the annotations'
+    ``gold`` passages) swapped in for the last hit that is not gold where the search missed it
+    (added after them where every hit is gold)."""
     if passage["id"] in {doc_id_of_chunk(cid) for cid, _ in found}:
         return found
     (text,) = annotations.gold_passage_texts([passage])
-    return [*found[:-1], (f"{passage['id']}#0", text)]
+    others = [i for i, (cid, _) in enumerate(found) if not annotations.is_gold(cid, gold)]
+    kept = [pair for i, pair in enumerate(found) if not others or i != others[-1]]
+    return [*kept, (f"{passage['id']}#0", text)]
 
 
 def search_note(query: str, kept: int, dropped: int) -> str:
@@ -385,16 +390,17 @@ class Iterative(NetcastProgram):
         """What an expert agent with the record's annotations does, turn by turn, each step's
         demonstration shown what the agent is shown at that turn (no model call):
 
-        1. ``decide`` over the empty context searches the question; ``first`` is what that
-           search puts before chunk_delete.
+        1. ``decide`` over the empty context searches the question (its demonstration listed
+           last); ``first`` is what that search puts before chunk_delete.
         2. ``delete_chunks`` deletes exactly the chunks just retrieved that are not gold (none
            with ``delete`` off; where none of them is gold, deleting them all is refused unless
            ``allow_delete_all``: they stay and there is no demonstration); the rest join the
            context, and the search's line joins the history.
         3. While a gold passage is missing, ``decide`` searches for the first one missing (by
-           its title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``);
-           the search's top-``k``, with that passage swapped in for the last one where
-           retrieval missed it, goes through step 2.
+           its title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``; a
+           query already sent is not sent again); the search's top-``k``, with that passage
+           swapped in for its last hit that is not gold where the search missed it, goes
+           through step 2.
         4. Once every gold passage is in (or at ``max_steps`` decisions), ``decide`` answers
            and ``answer`` gives the gold answer from the context.
 
@@ -405,10 +411,9 @@ class Iterative(NetcastProgram):
         question, knobs = example.question, self.knobs
         targets = annotations.gold_queries(example)
         demos: dict[str, list[dspy.Example]] = {"delete_chunks": [], "decide": []}
-        demos["decide"].append(decision_demo(question, [], [], "search", question))
         context: dict[str, str] = {}  # chunk id -> passage, in the order they entered
         history: list[str] = []
-        query = question
+        query, queries = question, {question}
         found = self.found(first)
         while True:
             new = [(cid, text) for cid, text in found if cid not in context]
@@ -429,16 +434,22 @@ class Iterative(NetcastProgram):
             history.append(search_note(query, len(new) - len(drop), len(drop)))
             held = {doc_id_of_chunk(cid) for cid in context if annotations.is_gold(cid, gold)}
             missing = [(p, q) for p, q in targets if p["id"] not in held]
-            if not missing or len(history) >= knobs.max_steps:
+            # a query already sent is not sent again (``stop_on_repeat`` makes it an answer)
+            fresh = [(p, q) for p, q in missing if q not in queries]
+            if not fresh or len(history) >= knobs.max_steps:
                 break
-            passage, query = missing[0]
+            passage, query = fresh[0]
+            queries.add(query)
             step = decision_demo(question, list(context.values()), list(history), "search", query)
             demos["decide"].append(step)
             hits = self.retriever.search(query, knobs.k)
-            found = with_gold(self.found(hits), passage)
+            found = with_gold(self.found(hits), passage, gold)
         if len(history) < knobs.max_steps:
             passages = list(context.values())
             demos["decide"].append(decision_demo(question, passages, history, "answer", ""))
+        # the first decision last: a prompt's first demonstrations (``per_step``) are then the
+        # decisions after a search, not the one ``search_first`` forces anyway
+        demos["decide"].append(decision_demo(question, [], [], "search", question))
         demos["answer"] = [answer_demo(question, list(context.values()), example.answer)]
         return {step: items for step, items in demos.items() if items}
 

@@ -11,6 +11,7 @@ import pytest
 from netcast.corpus import format_passage
 from netcast.optimize.annotations import annotation_demos, teach
 from netcast.programs import get_program
+from netcast.programs.iterative.program import with_gold
 from netcast.programs.iterkey.program import keywords_of
 from netcast.programs.knowledge import state
 
@@ -73,7 +74,7 @@ def test_chunk_delete_deletes_exactly_the_retrieved_chunks_that_are_not_gold(nam
 def test_the_trajectory_searches_the_question_deletes_searches_the_missing_title_answers(bm25):
     # the question's top-2: the Eiffel Tower and the Rhine; the Seine is missing
     demos = demos_of("iterative", bm25, k=2)
-    first, again, answer = demos["decide"]
+    again, answer, first = demos["decide"]  # the forced first decision listed last
     assert first.context == [] and first.history == []  # turn 1: the question itself
     assert first.action == "search" and first.query == QUESTION
     # the first round as retrieval ranks it (no gold swapped in): the Rhine deleted
@@ -94,13 +95,13 @@ def test_the_trajectory_searches_the_question_deletes_searches_the_missing_title
 
 
 def test_decide_searches_a_hops_sub_question_and_answers_when_the_first_round_found_all(bm25):
-    first, search, _ = demos_of("iterative", bm25, annotated(hops=HOPS), k=2)["decide"]
+    search, _, _ = demos_of("iterative", bm25, annotated(hops=HOPS), k=2)["decide"]
     assert search.query == "Which river flows through Paris?"
     delete = demos_of("iterative", bm25, annotated(hops=HOPS), k=2)["delete_chunks"][1]
     assert [unlabelled(r) for r in delete.retrieved] == [SEINE, RHINE]  # that query's top-2
     assert delete.delete_ids == ["N2"]
     # top-3 holds both gold passages: search the question, delete the Rhine, answer
-    first, answer = demos_of("iterative", bm25, k=3)["decide"]
+    answer, first = demos_of("iterative", bm25, k=3)["decide"]
     assert first.query == QUESTION and answer.action == "answer"
     assert answer.history == [note(QUESTION, 2, 1)]
 
@@ -110,11 +111,49 @@ def test_a_gold_passage_the_search_misses_is_swapped_in_for_its_last_hit(bm25):
     museum = {"id": "museum", "title": "Museum", "text": "A museum in Paris.", "facts": [0]}
     example = annotated().copy(gold_passages=[*annotated().gold_passages, museum])
     demos = demos_of("iterative", bm25, example, k=3)
-    *_, search, _ = demos["decide"]
+    *_, search, _, _ = demos["decide"]
     assert search.query == "Museum"
     delete = demos["delete_chunks"][-1]
     assert [unlabelled(r) for r in delete.retrieved] == ["Museum: A museum in Paris."]
     assert delete.delete_ids == []
+
+
+def test_the_swap_in_replaces_the_last_hit_that_is_not_gold():
+    gold = annotated().gold_passages  # the Seine, the Eiffel Tower
+    seine, eiffel = gold
+    found = [("rhine#0", RHINE), ("seine#0", SEINE), ("paris#0", "Paris: ...")]
+    assert with_gold(found, eiffel, gold) == [*found[:2], ("eiffel#0", EIFFEL)]
+    found = [("rhine#0", RHINE), ("seine#0", SEINE)]  # the last hit is another gold passage
+    assert with_gold(found, eiffel, gold) == [("seine#0", SEINE), ("eiffel#0", EIFFEL)]
+    assert with_gold([("seine#0", SEINE)], eiffel, gold) == [
+        ("seine#0", SEINE),
+        ("eiffel#0", EIFFEL),
+    ]
+    assert with_gold([("eiffel#0", EIFFEL)], eiffel, gold) == [("eiffel#0", EIFFEL)]
+
+
+def test_a_later_search_counts_only_the_chunks_not_already_held(bm25):
+    # without deleting, the Rhine stays from the first round; the hop's search finds it again
+    demos = demos_of("iterative", bm25, annotated(hops=HOPS), k=2, delete=False)
+    search, answer, _ = demos["decide"]
+    assert search.query == "Which river flows through Paris?"
+    assert answer.history[1] == note("Which river flows through Paris?", 1, 0)
+    assert [unlabelled(c) for c in answer.context] == [EIFFEL, RHINE, SEINE]
+
+
+def test_a_query_already_sent_is_not_sent_again(bm25):
+    # two gold passages titled "Seine": its search brings the first; the agent answers then
+    twin = {"id": "twin", "title": "Seine", "text": "A second page on the river.", "facts": [0]}
+    example = annotated().copy(gold_passages=[annotated().gold_passages[0], twin])
+    search, answer, _ = demos_of("iterative", bm25, example, k=1)["decide"]
+    assert search.query == "Seine" and answer.action == "answer"
+
+
+def test_a_prompts_first_decisions_are_the_ones_after_a_search(bm25):
+    # the teacher's default two demonstrations a step, from one question: search again, answer
+    program = get_program("iterative")(bm25, k=2)
+    search, answer = annotation_demos(program, [annotated()])["decide"]
+    assert (search.action, search.query, answer.action) == ("search", "Seine", "answer")
 
 
 @pytest.mark.parametrize("name", ["iterative"])
@@ -124,7 +163,7 @@ def test_where_the_first_search_finds_no_gold_the_decision_searches_over_what_st
     only_seine = annotated()
     only_seine = only_seine.copy(gold_passages=only_seine.gold_passages[:1], gold_ids=["seine"])
     demos = demos_of(name, bm25, only_seine, k=1)
-    _, search, answer = demos["decide"]
+    search, answer, _ = demos["decide"]
     assert [unlabelled(c) for c in search.context] == [EIFFEL]
     assert search.history == [note(QUESTION, 1, 0)]
     assert search.action == "search" and search.query == "Seine"
@@ -132,7 +171,7 @@ def test_where_the_first_search_finds_no_gold_the_decision_searches_over_what_st
     assert delete.context == [f"[C1] {EIFFEL}"] and delete.delete_ids == []
     assert [unlabelled(c) for c in answer.context] == [EIFFEL, SEINE]
     demos = demos_of(name, bm25, only_seine, k=1, allow_delete_all=True)
-    _, search, _ = demos["decide"]
+    search, _, _ = demos["decide"]
     assert search.context == [] and search.query == "Seine"
     assert search.history == [note(QUESTION, 0, 1)]
     assert demos["delete_chunks"][0].delete_ids == ["N1"]
@@ -144,7 +183,7 @@ def test_without_any_gold_retrieved_the_agent_keeps_what_it_found_and_searches_g
     ranked = [h for h in bm25.search(QUESTION, 6) if h.chunk.id not in ("seine#0", "eiffel#0")]
     expected = [format_passage(h.chunk.title, h.chunk.text) for h in ranked[:2]]
     assert not set(expected) & GOLD_TEXTS
-    first, seine, eiffel, answer = demos["decide"]
+    seine, eiffel, answer, first = demos["decide"]
     assert first.query == QUESTION and first.context == []
     assert [unlabelled(c) for c in seine.context] == expected
     assert seine.history == [note(QUESTION, 2, 0)]
@@ -162,7 +201,7 @@ def test_without_any_gold_retrieved_the_agent_keeps_what_it_found_and_searches_g
     delete = allowed.retrieved_demos(annotated())["delete_chunks"][0]
     assert delete.delete_ids == ["N1", "N2"]
     assert [unlabelled(r) for r in delete.retrieved] == expected and delete.context == []
-    _, decide, *_ = allowed.retrieved_demos(annotated())["decide"]
+    decide, *_ = allowed.retrieved_demos(annotated())["decide"]
     assert decide.context == [] and decide.query == "Seine"
     assert decide.history == [note(QUESTION, 0, 2)]
 
@@ -170,7 +209,7 @@ def test_without_any_gold_retrieved_the_agent_keeps_what_it_found_and_searches_g
 def test_without_the_delete_step_no_chunk_is_deleted_in_any_demo(bm25):
     demos = demos_of("iterative", bm25, k=2, delete=False)
     assert "delete_chunks" not in demos
-    _, search, answer = demos["decide"]
+    search, answer, _ = demos["decide"]
     found = [format_passage(h.chunk.title, h.chunk.text) for h in bm25.search(QUESTION, 2)]
     assert [unlabelled(c) for c in search.context] == found  # the Rhine stays
     assert search.history == [note(QUESTION, 2, 0)]
@@ -226,7 +265,7 @@ def test_the_decision_demo_is_what_the_agent_is_shown_after_its_delete_all_was_r
     program(question=QUESTION)
     shown = prompts[1]  # the decision after the first round
     for demos in (program.retrieved_demos(example), program.annotated_demos(example)):
-        first, decide = demos["decide"][:2]
+        decide, first = demos["decide"][0], demos["decide"][-1]
         assert first.context == [] and first.history == []  # as the first prompt shows
         assert decide.context and decide.action == "search"
         assert all(json.dumps(item) in shown for item in decide.context)
@@ -243,7 +282,7 @@ def test_combineds_demos_start_from_its_budgeted_first_round(scripted_lm, bm25):
     expected = [format_passage(bm25.corpus[c].title, bm25.corpus[c].text) for c in first]
     (delete,) = program.annotated_demos(annotated())["delete_chunks"]  # both gold among them
     assert [unlabelled(r) for r in delete.retrieved] == expected
-    _, decide, *_ = program.retrieved_demos(annotated())["decide"]
+    decide, *_ = program.retrieved_demos(annotated())["decide"]
     assert [unlabelled(c) for c in decide.context] == [t for t in expected if t not in GOLD_TEXTS]
 
 
