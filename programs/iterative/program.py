@@ -137,11 +137,11 @@ def delete_demo(
     question: str, retrieved: list[str], drop: list[str], context: Sequence[str] = ()
 ) -> dspy.Example:
     """chunk_delete's demonstration: the passages just retrieved (labelled N1, N2, ... as the
-    agent shows them) beside the ``context`` it holds (labelled [C1], ...; empty on the first
-    round) and the labels ``drop`` it deletes."""
+    agent shows them) beside the passages of the ``context`` it holds (labelled C1, C2, ...;
+    empty on the first round) and the labels ``drop`` it deletes."""
     return dspy.Example(
         question=question,
-        context=list(context),
+        context=[f"[C{i}] {text}" for i, text in enumerate(context, 1)],
         retrieved=[f"[N{i}] {text}" for i, text in enumerate(retrieved, 1)],
         delete_ids=drop,
     ).with_inputs("question", "context", "retrieved")
@@ -425,11 +425,10 @@ class Iterative(NetcastProgram):
             if new and len(drop) == len(new) and not knobs.allow_delete_all:
                 drop = []  # deleting every chunk just retrieved is refused: they stay
             elif knobs.delete and new:
-                labels = [f"N{i}" for i in range(1, len(new) + 1)]
-                shown = [f"[C{i}] {text}" for i, text in enumerate(context.values(), 1)]
                 retrieved = [text for _, text in new]
-                dropped = [labels[i] for i in drop]
-                demos["delete_chunks"].append(delete_demo(question, retrieved, dropped, shown))
+                dropped = [f"N{i + 1}" for i in drop]
+                step = delete_demo(question, retrieved, dropped, list(context.values()))
+                demos["delete_chunks"].append(step)
             context |= {cid: text for i, (cid, text) in enumerate(new) if i not in drop}
             history.append(search_note(query, len(new) - len(drop), len(drop)))
             held = {doc_id_of_chunk(cid) for cid in context if annotations.is_gold(cid, gold)}
