@@ -145,12 +145,20 @@ def align_signature_fields(program: dspy.Module, state: dict[str, Any]) -> dict[
     return state
 
 
-def load_program_state(program: dspy.Module, directory: Path, allow_pickle: bool) -> None:
+def load_program_state(
+    program: dspy.Module, directory: Path, allow_pickle: bool, partial: bool = False
+) -> list[str]:
+    """Restore ``program``'s steps from the artifact's state; returns the steps restored.
+    Every step must have a state, unless ``partial``: then the steps the state holds are
+    restored and the others keep their own (another strategy running an artifact's steps)."""
     json_path, pkl_path = directory / "program.json", directory / "program.pkl"
     if json_path.exists():
         state = read_json(json_path, dict, "artifact's program state")
         state.pop("metadata", None)
-        missing = [name for name, _ in program.named_parameters() if name not in state]
+        names = [name for name, _ in program.named_parameters()]
+        missing = [name for name in names if name not in state]
+        if partial and len(missing) < len(names):
+            state, missing = {name: state[name] for name in names if name in state}, []
         if missing:
             raise InputError(
                 f"{json_path}: state does not fit program {type(program).__name__} (no state "
@@ -159,15 +167,29 @@ def load_program_state(program: dspy.Module, directory: Path, allow_pickle: bool
         check_shape(state, PROGRAM_STATE, str(json_path))
         align_signature_fields(program, state)
         try:
-            program.load_state(state)
+            _load_steps(program, state)
         except (KeyError, TypeError, ValueError) as err:
             raise InputError(
                 f"{json_path}: state does not fit program {type(program).__name__} ({err})"
             ) from None
-        return
+        return list(state)
     if not allow_pickle:
         raise InputError(
             f"{pkl_path}: the program state is a pickle, which can run arbitrary code; "
             "refusing to load it (pass allow_pickle=True only for files you trust)"
         )
     program.load(str(pkl_path), allow_pickle=True)
+    return [name for name, _ in program.named_parameters()]
+
+
+def _load_steps(program: dspy.Module, state: dict[str, Any]) -> None:
+    """DSPy's ``load_state`` for the steps ``state`` holds (a trial run on a copy first, so a
+    state that does not fit leaves ``program`` untouched)."""
+
+    def apply(module: dspy.Module) -> None:
+        for name, param in module.named_parameters():
+            if name in state:
+                param.load_state(state[name])
+
+    apply(program.deepcopy())
+    apply(program)

@@ -125,9 +125,11 @@ def load(
     near the base model's speed, a few greedy tokens apart from the runtime adapter's); an LM
     given as ``model`` that already merges (``make_lm(..., merge_adapter=True)``) keeps doing
     so. DSPy's global settings are left alone, so two loaded programs keep their own models.
-    ``program`` runs the artifact's prompts and model with another strategy whose steps are
-    the artifact's (``combined`` from an ``iterative`` compile: the same predictors), at the
-    artifact's knobs updated with ``knobs``; a strategy with other steps is one line."""
+    ``program`` runs the artifact's prompts and model with another strategy that has every
+    step the artifact compiled (``combined`` from an ``iterative`` compile: the same steps;
+    ``one_shot`` from a ``basic`` one: its answer step), at the artifact's knobs that strategy
+    has (``_knobs_for``) updated with ``knobs``. Its other steps keep their own prompts and
+    run on ``model`` untuned. A strategy without one of the artifact's steps is one line."""
     import dspy
 
     from netcast.artifacts import load_program_state, read_artifact
@@ -141,7 +143,7 @@ def load(
             lm = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
         else:  # another model: the recipe's settings were for its own
             lm = make_lm(model_name(model))
-    trained_on, step_lms = None, {}
+    trained_on, step_lms, untuned = None, {}, lm
     if recipe.get("finetune"):  # a tuned model: its adapters, checked against lm's weights
         from netcast.models.lora import served_from
 
@@ -152,20 +154,25 @@ def load(
             trained_on = make_lm(model_name(spec.get("name")), **(spec.get("lm_kwargs") or {}))
     retriever = retriever or retriever_from_recipe(recipe["retriever"])
     name = program or recipe["program"]
-    if name != recipe["program"]:  # the same steps, whatever the knobs
+    if name != recipe["program"]:  # each of the artifact's steps, whatever the knobs
         mine, theirs = (
             sorted(n for n, _ in build_program(p, retriever, lm=lm).named_predictors())
             for p in (name, recipe["program"])
         )
-        if mine != theirs:
+        if not set(theirs) <= set(mine):
             raise InputError(
                 f"{directory}: {name} cannot run {recipe['program']}'s compiled steps (its "
                 f"steps are {', '.join(mine)})"
             )
     settings = _knobs_for(name, recipe, knobs or {})
     built = build_program(name, retriever, settings, lm=trained_on or lm)
-    load_program_state(built, Path(directory), allow_pickle)
+    restored = load_program_state(
+        built, Path(directory), allow_pickle, partial=name != recipe["program"]
+    )
     built.set_lm(lm)
+    for step, predictor in built.named_parameters():
+        if step not in restored:  # another strategy's own step: its prompt, the untuned model
+            predictor.lm = untuned
     steps = {n.removesuffix(".predict"): p for n, p in built.named_predictors()}
     if unknown := sorted(set(step_lms) - set(steps)):
         raise InputError(
@@ -209,14 +216,19 @@ def _tuned_lms(lm: Any, directory: Path, entry: dict[str, Any], merge: bool) -> 
 
 def _knobs_for(name: str, recipe: dict[str, Any], knobs: dict[str, Any]) -> dict[str, Any]:
     """The knobs ``load`` builds program ``name`` with: the recipe's (its own program), or
-    (another strategy) only those the recipe set away from its program's defaults, so the
-    other strategy keeps its own defaults (``combined``'s budgeted first round); then
-    ``knobs``. Aliases are read as their knobs' names first."""
+    (another strategy) only those the recipe set away from its program's defaults that the
+    other strategy has, so it keeps its own defaults (``combined``'s budgeted first round) and
+    its own retrieval (``one_shot`` has no ``links``); then ``knobs``. Aliases are read as
+    their knobs' names first."""
     own = get_program(recipe["program"])
     recorded = own.stored_knobs(recipe["knobs"])
     if name != recipe["program"]:
-        defaults = own.knob_defaults()
-        recorded = {k: v for k, v in recorded.items() if k not in defaults or defaults[k] != v}
+        defaults, theirs = own.knob_defaults(), get_program(name).knob_defaults()
+        recorded = {
+            k: v
+            for k, v in recorded.items()
+            if k in theirs and (k not in defaults or defaults[k] != v)
+        }
     return {**recorded, **get_program(name).stored_knobs(knobs)}
 
 

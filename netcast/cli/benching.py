@@ -40,7 +40,8 @@ VariantOpt = Annotated[
     typer.Option(
         help="a strategy with knobs changed, program:knob=value[,knob=value] (repeatable), "
         "e.g. combined:notes=false; from=ARTIFACT runs that compile's prompts and tuned model "
-        "with the strategy (combined:from=an iterative artifact); compared with the program "
+        "with the strategy (combined:from=an iterative artifact, one_shot:from=a basic one: "
+        "the steps it compiled); compared with the program "
         "as shipped"
     ),
 ]

@@ -50,8 +50,8 @@ def parse_variant(spec: str) -> Variant:
     """``"combined:notes=false,k=8"``: a strategy run with some knobs changed, beside the same
     strategy as shipped. Its label, ``combined-notes-false-k-8``, names its folder and its
     rows; the knobs are checked before anything runs. ``from=ARTIFACT`` among the pairs runs
-    that artifact's prompts and tuned model with this strategy (one whose steps are the
-    artifact's: ``combined`` from an ``iterative`` compile), labelled
+    that artifact's prompts and tuned model with this strategy (one that has the artifact's
+    steps: ``combined`` from an ``iterative`` compile, ``one_shot`` from a ``basic`` one), labelled
     ``combined-from-<artifact folder>``."""
     program, sep, pairs = spec.partition(":")
     program = program.strip()

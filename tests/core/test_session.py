@@ -82,3 +82,16 @@ def test_a_tuned_artifact_refuses_a_providers_model_but_takes_a_server(served):
     program = netcast.load(directory, model=lm)
     assert {p.lm.model for p in program.predictors()} == {"openai/tuned"}
     assert isinstance(program.adapter, JSONAdapter)
+
+
+def test_a_tuned_readers_adapter_serves_only_the_steps_its_artifact_compiled():
+    """one_shot running basic's tuned artifact: its answer step (basic's) on the adapter, its
+    crop step (one_shot's own) on the untuned model."""
+    import netcast
+
+    directory = ROOT / "benchmarks/results/artifacts/basic-tuned-wide-0.5b"
+    sha = json.loads((directory / "recipe.json").read_text())["finetune"]["adapter"]["sha256"]
+    program = netcast.load(directory, program="one_shot")
+    assert program.answer.lm.model.endswith(f"+lora-{sha}")
+    assert "+lora-" not in program.crop_chunk.lm.model
+    assert program.crop_chunk.lm.model == program.answer.lm.model.split("+lora-")[0]

@@ -430,3 +430,48 @@ def test_a_variant_runs_an_artifacts_steps_with_another_strategy_and_compares_wi
     with pytest.raises(InputError, match="two rows of this bench would fill one folder"):
         run_bench(tmp_path / "run4", ["combined"], ["musique-sample"], lm=lm, limit=1,
                   variants=["combined:from=a/x", "combined:from=b/x"])  # fmt: skip
+
+
+def test_a_variant_runs_an_artifacts_reader_with_a_strategy_of_more_steps(
+    scripted_lm, bm25, tmp_path
+):
+    """``one_shot:from=ARTIFACT`` of a ``basic`` compile: one_shot's answer step takes the
+    artifact's prompt, its crop step keeps its own and runs on the untuned model, and of the
+    artifact's knobs only those one_shot has are taken (``links`` is basic's retrieval)."""
+    import dspy
+
+    from netcast.artifacts import save_artifact
+    from netcast.optimize.workflow import make_recipe
+    from netcast.programs import get_program
+    from netcast.session import load
+
+    program = get_program("basic")(bm25, k=3, links=1)
+    recipe = make_recipe(
+        program="basic", knobs=program.knobs.model_dump(), dataset="musique-sample"
+    )
+    program.answer.signature = program.answer.signature.with_instructions("TUNED-ANSWER.")
+    artifact = save_artifact(tmp_path / "basic-x", program, recipe, {"after": None})
+
+    def reply(prompt):
+        if "[[ ## relevant_sentences ## ]]" in prompt:
+            return {"relevant_sentences": "none"}
+        return {"answer": "x"}
+
+    lm, engine = scripted_lm(reply)
+    other = dspy.LM("scripted/other", engine=engine, cache=False, num_retries=0)
+    loaded = load(artifact, model=other, retriever=bm25, program="one_shot")
+    assert loaded.knobs.crop is False and not hasattr(loaded.knobs, "links")
+    assert "TUNED-ANSWER." in loaded.answer.signature.instructions
+    assert "TUNED-ANSWER." not in loaded.crop_chunk.signature.instructions
+    assert loaded.crop_chunk.lm is other and loaded.answer.lm is other  # nothing tuned here
+
+    _, results = run_bench(
+        tmp_path / "run", [], ["musique-sample"], lm=lm, limit=1, progress=False,
+        variants=[f"one_shot:from={artifact},crop=true"],
+    )  # fmt: skip
+    assert results[("musique-sample", "one_shot-from-basic-x-crop-true")].rows
+    crops = [p for p in engine.prompts if "[[ ## relevant_sentences ## ]]" in p]
+    answers = [p for p in engine.prompts if p not in crops]
+    assert crops and answers
+    assert not any("TUNED-ANSWER." in p for p in crops)
+    assert all("TUNED-ANSWER." in p for p in answers)
