@@ -478,8 +478,27 @@ def write_peft_adapter(adapter_path: Path, out: Path) -> dict[str, Any]:
     and ``adapter_model.safetensors``, the same f16 numbers), which vLLM (``--enable-lora``),
     peft and transformers load over the Hugging Face model the embedded GGUF was made from.
     Returns the config written."""
-    import gguf
     from safetensors.numpy import save_file
+
+    tensors, config = peft_tensors(adapter_path)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: is a file; give a folder for the peft adapter")
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out / "adapter_model.safetensors"))
+    write_json(out / "adapter_config.json", config)
+    return config
+
+
+def adapter_base_sha256(path: Path) -> str | None:
+    """The base model's sha256 a GGUF LoRA adapter's header names (one line if unreadable)."""
+    return _gguf_base(Path(path))
+
+
+def peft_tensors(adapter_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The GGUF LoRA ``adapter_path`` as peft names it: its tensors by their peft state-dict
+    names (f16 arrays, as stored) and its peft config."""
+    import gguf
 
     try:
         reader = gguf.GGUFReader(str(adapter_path))
@@ -524,10 +543,4 @@ def write_peft_adapter(adapter_path: Path, out: Path) -> dict[str, Any]:
         "fan_in_fan_out": False,
         "inference_mode": True,
     }
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: is a file; give a folder for the peft adapter")
-    out.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(out / "adapter_model.safetensors"))
-    write_json(out / "adapter_config.json", config)
-    return config
+    return tensors, config

@@ -62,6 +62,9 @@ class TrainSettings:
     # would not fit in memory without it
     gradient_checkpointing: bool | None = None
     progress: bool = True
+    # an adapter to continue training from (a tuned artifact's folder, its lora.gguf, or a GGUF
+    # LoRA file) with the same rank and alpha, on the same base; None: a fresh LoRA
+    init: str | None = None
 
     @classmethod
     def of(cls, train_kwargs: dict[str, Any] | None) -> TrainSettings:
@@ -88,6 +91,11 @@ class TrainSettings:
                 f"finetune settings: gradient_checkpointing={made.gradient_checkpointing!r}; "
                 "give true, false or leave it unset (on where memory needs it)"
             )
+        if made.init is not None and not isinstance(made.init, str):
+            raise InputError(
+                f"finetune settings: init={made.init!r}; give a tuned artifact's folder or a "
+                "GGUF LoRA file"
+            )
         if not 0 < made.learning_rate < 1 or not 0 <= made.dropout < 1 or made.alpha <= 0:
             raise InputError(
                 f"finetune settings: learning_rate={made.learning_rate}, dropout={made.dropout}, "
@@ -105,8 +113,11 @@ class TrainSettings:
             "gradient_checkpointing",
             "min_examples",
             "progress",
+            "init",
         ):
             data.pop(name)
+        if self.init is not None:  # the adapter started from, by its content
+            data["init_sha256"] = embedded.sha256_of(init_adapter_path(self.init))
         return data
 
     def thread_count(self) -> int:
@@ -233,6 +244,44 @@ def preflight(model: str, cfg: TrainSettings) -> None:
     ``model`` at all (``check_resources`` for the model alone: its examples add to it)."""
     spec, _ = lora.parse_model_id(model)
     check_resources(spec, embedded.model_path(spec.name), cfg, longest=0)
+
+
+def init_adapter_path(init: str | Path) -> Path:
+    """The GGUF LoRA file ``init`` names: a tuned artifact's folder (its ``lora.gguf``) or the
+    file itself; one line if there is none."""
+    path = Path(init)
+    file = path / lora.adapter_file() if path.is_dir() else path
+    if not file.is_file():
+        where = f"{path} holds no {lora.adapter_file()}" if path.is_dir() else f"{path}: not found"
+        raise InputError(
+            f"finetune settings: init: {where} (give a tuned artifact's folder or a GGUF LoRA file)"
+        )
+    return file
+
+
+def start_weights(init: str | Path, spec: embedded.ModelSpec, cfg: TrainSettings) -> dict:
+    """The peft LoRA weights (state-dict name -> array) of adapter ``init`` to continue
+    training from, after checking it is an adapter of ``spec`` with ``cfg``'s rank and alpha
+    (anything else is one line)."""
+    path = init_adapter_path(init)
+    base = lora.adapter_base_sha256(path)
+    if base != spec.sha256:
+        raise InputError(
+            f"finetune settings: init: {path} is an adapter of another base (sha256 "
+            f"{str(base)[:12]}...), not of {spec.name}"
+        )
+    tensors, config = lora.peft_tensors(path)
+    if (config["r"], config["lora_alpha"]) != (cfg.rank, cfg.alpha):
+        raise InputError(
+            f"finetune settings: init: {path} has rank {config['r']} and alpha "
+            f"{config['lora_alpha']:g}; this training rank {cfg.rank} and alpha {cfg.alpha:g}"
+        )
+    if sorted(config["target_modules"]) != sorted(TARGETS):
+        raise InputError(
+            f"finetune settings: init: {path} adapts {', '.join(config['target_modules'])}, "
+            f"not the projections netcast trains ({', '.join(TARGETS)})"
+        )
+    return tensors
 
 
 def checkpoints_dir() -> Path:
@@ -407,6 +456,7 @@ def finetune(
     shown = progress and cfg.progress
     if (sha := trained_before(finished, spec, say=shown)) is not None:
         return lora.tuned_model_id(spec, sha)
+    start = start_weights(cfg.init, spec, cfg) if cfg.init is not None else None
     plan = check_resources(spec, model_path, cfg, longest)
     display = training.StepProgress(f"finetune {spec.name}") if shown else None
 
@@ -416,6 +466,8 @@ def finetune(
 
     base = training.load_base(model_path, dtype)
     tuned = training.with_lora(base, cfg.rank, cfg.alpha, cfg.dropout, TARGETS)
+    if start is not None:
+        training.start_from(tuned, start)
     try:
         if plan.checkpointed:
             training.checkpoint_activations(tuned)

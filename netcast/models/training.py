@@ -155,6 +155,35 @@ def with_lora(model, rank: int, alpha: float, dropout: float, targets: Sequence[
         return get_peft_model(model, config)
 
 
+def start_from(model, weights: dict[str, Any]) -> None:
+    """Set peft ``model``'s LoRA to ``weights`` (state-dict name -> array, as ``lora_weights``
+    names them): training continues from another adapter. Every LoRA weight of ``model`` must
+    be given, in its shape (one line otherwise)."""
+    import numpy as np
+    import torch
+    from peft import set_peft_model_state_dict
+
+    mine = lora_weights(model)
+    if sorted(weights) != sorted(mine):
+        missing = sorted(set(mine) - set(weights)) or sorted(set(weights) - set(mine))
+        raise InputError(
+            f"finetune settings: init: the adapter's weights are not this LoRA's "
+            f"({len(weights)} against {len(mine)}; first differing {missing[0]})"
+        )
+    state = {}
+    for name, value in weights.items():
+        tensor = torch.from_numpy(np.asarray(value, dtype=np.float32))
+        if tuple(tensor.shape) != tuple(mine[name].shape):
+            raise InputError(
+                f"finetune settings: init: {name} is {tuple(tensor.shape)}, this LoRA's "
+                f"{tuple(mine[name].shape)}"
+            )
+        state[name] = tensor.to(mine[name].dtype)
+    result = set_peft_model_state_dict(model, state)
+    if getattr(result, "unexpected_keys", None):
+        raise InputError(f"finetune settings: init: {result.unexpected_keys[0]} not loaded")
+
+
 def lora_weights(model) -> dict[str, Any]:
     """The LoRA weights of a peft model by their state-dict names (adapter name left out)."""
     from peft import get_peft_model_state_dict

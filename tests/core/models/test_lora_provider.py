@@ -514,6 +514,67 @@ def test_a_finished_training_is_not_run_again_while_its_adapter_is_stored(monkey
     assert not isinstance(retrained, Exception) and len(seen) == 3
 
 
+def test_a_training_continues_from_the_adapter_init_names(monkeypatch, tmp_path):
+    """``init``: the LoRA starts as the given adapter (an artifact's lora.gguf), not fresh;
+    the adapter started from is part of what the training is (its sha256 in the settings),
+    so the same examples from another start train an adapter of their own."""
+    seen = watch_training(monkeypatch)
+    starts = []
+    watched = training.train
+
+    def recording(model, *args, **kwargs):
+        starts.append(
+            {k: v.detach().float().clone() for k, v in training.lora_weights(model).items()}
+        )
+        return watched(model, *args, **kwargs)
+
+    monkeypatch.setattr(training, "train", recording)
+    lm = make_lm("embedded")
+    first = lm.finetune(chats(8), "chat", {"learning_rate": 1e-3}).result()
+    assert not isinstance(first, Exception), first
+    sha = lora.parse_model_id(first.model)[1]
+    artifact = tmp_path / "tuned"
+    artifact.mkdir()
+    (artifact / "lora.gguf").write_bytes(lora.adapter_path(sha).read_bytes())
+    fresh_b = [v for k, v in starts[0].items() if "lora_B" in k]
+    assert all(float(v.abs().max()) == 0.0 for v in fresh_b)  # peft's fresh B is zero
+
+    kwargs = {"learning_rate": 1e-3, "init": str(artifact)}
+    second = lm.finetune(chats(8), "chat", kwargs).result()
+    assert not isinstance(second, Exception), second
+    assert second.model != first.model and len(seen) == 2
+    trained, _ = lora.peft_tensors(lora.adapter_path(sha))
+    assert sorted(starts[1]) == sorted(trained)
+    for name, value in trained.items():
+        assert np.allclose(starts[1][name].numpy(), value.astype(np.float32)), name
+    record = lora.read_record(lora.parse_model_id(second.model)[1])
+    assert record.settings["init_sha256"] == sha and "init" not in record.settings
+    assert "init_sha256" not in lora.read_record(sha).settings
+
+
+@pytest.mark.parametrize(
+    ("init", "match"),
+    [
+        ("nowhere", "init: nowhere: not found"),
+        (".", "init: . holds no lora.gguf"),
+        ("rank", "has rank 2 and alpha 8; this training rank 16 and alpha 32"),
+    ],
+)
+def test_an_init_adapter_that_cannot_start_this_training_is_one_line(monkeypatch, init, match):
+    monkeypatch.setattr(training, "load_base", _no_training)
+    if init == "rank":
+        weights = {
+            "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": np.ones((2, 896)),
+            "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": np.ones((896, 2)),
+        }
+        record = lora.write_adapter(
+            weights, SPEC, embedded.model_path(), alpha=8.0, rank=2, meta={"settings": {}}
+        )
+        init = str(lora.adapter_path(record.sha256))
+    with pytest.raises(InputError, match=match):
+        lora_provider.finetune("embedded", chats(8), {"init": init})
+
+
 def test_a_training_that_fits_only_with_gradient_checkpointing_runs_with_it(monkeypatch):
     seen = watch_training(monkeypatch)
     recomputed = []
