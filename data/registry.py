@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,9 @@ def load_dataset(
     corpus: str | Path | None = None,
     corpus_required: bool = True,
 ) -> QADataset:
-    """Examples of ``split`` (``train``, ``dev`` or ``all``) and the dataset's retrieval corpus.
+    """Examples of ``split`` (``train``, ``dev`` or ``all``, or a part of one as Hugging Face
+    ``datasets`` writes it: ``train[100:300]``, ``train[100:]``) and the dataset's retrieval
+    corpus.
 
     ``name`` is a bundled sample (``hotpotqa-sample``, ``musique-sample``), a hub benchmark
     (``hotpotqa``, ``2wikimultihopqa``, ``musique``, ``nq-open``, ``triviaqa``) or a path to a
@@ -140,8 +143,8 @@ def load_dataset(
     depend on the split or the limit (see ``load_corpus``; ``corpus_required=False`` lets a
     dataset without passages load, for a saved index to answer).
     """
-    if split not in SPLITS:
-        raise InputError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    named = split
+    split, part = parse_split(split)
     if limit is not None and limit <= 0:
         raise InputError(f"limit must be a positive number of questions, got {limit}")
     if name in SAMPLES:
@@ -164,7 +167,26 @@ def load_dataset(
             f"unknown dataset {name!r}; choose one of {', '.join(dataset_names())} "
             "or give a path to a .jsonl file"
         )
+    records = records[part]
     if limit is not None:
         records = records[:limit]
     corpus_name, documents = load_corpus(name, corpus, required=corpus_required)
-    return QADataset(name, split, [to_example(r) for r in records], documents, corpus_name)
+    return QADataset(name, named, [to_example(r) for r in records], documents, corpus_name)
+
+
+SPLIT_PART = re.compile(r"(?P<split>[a-z]+)(?:\[(?P<start>\d*):(?P<stop>\d*)\])?")
+
+
+def parse_split(split: str) -> tuple[str, slice]:
+    """``train`` -> ("train", all of it); ``train[100:300]`` -> ("train", questions 100 to 299
+    in the split's order); one line for anything else."""
+    match = SPLIT_PART.fullmatch(split)
+    if match is None or match["split"] not in SPLITS:
+        raise InputError(
+            f"unknown split {split!r}; choose one of {', '.join(SPLITS)}, or a part of one "
+            "such as train[100:300]"
+        )
+    start, stop = (int(match[k]) if match[k] else None for k in ("start", "stop"))
+    if start is not None and stop is not None and stop <= start:
+        raise InputError(f"split {split!r}: its part is empty (give start < stop)")
+    return match["split"], slice(start, stop)

@@ -133,7 +133,9 @@ RaceProgramOpt = Annotated[
 CompileDatasetOpt = Annotated[str, typer.Option(help="dataset name or .jsonl")]
 
 
-TrainSplitOpt = Annotated[str, typer.Option(help="split to compile on")]
+TrainSplitOpt = Annotated[
+    str, typer.Option(help="split to compile on, or a part of it: train[100:300]")
+]
 
 
 DevSplitOpt = Annotated[str, typer.Option(help="split to score on")]

@@ -37,6 +37,7 @@ class CompiledEntry(_Strict):
     optimizer: str = "bootstrap"
     teacher: str = "model"
     teacher_model: str | None = None
+    train_split: str = "train"  # or a part of it, train[100:300] (``load_dataset``)
     train_limit: PositiveInt | None = 20
     dev_limit: PositiveInt | None = 20
     select_on: str | None = None

@@ -295,6 +295,7 @@ def compile_entry(
         program=program,
         knobs=dict(entry.knobs),
         dataset=entry.dataset or spec.file.dataset,
+        train_split=entry.train_split,
         train_limit=entry.train_limit,
         dev_limit=entry.dev_limit,
         optimizer=entry.optimizer,

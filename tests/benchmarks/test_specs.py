@@ -87,6 +87,7 @@ def test_each_artifact_was_made_with_the_options_its_spec_declares(spec, entry):
     assert (race["programs"] if race else recipe["program"]) == entry.program
     assert data["name"] == (entry.dataset or spec.file.dataset)
     assert (data["train_limit"], data["dev_limit"]) == (entry.train_limit, entry.dev_limit)
+    assert data["train_split"] == entry.train_split
     assert data.get("select_on", "dev") == (entry.select_on or "dev")
     assert recipe["optimizer"]["name"] == ("race" if race else entry.optimizer)
     assert recipe.get("teacher", "model") == entry.teacher

@@ -74,6 +74,22 @@ def test_limit_keeps_the_first_questions():
     assert [e.id for e in limited.examples] == [e.id for e in full.examples[:5]]
 
 
+def test_a_part_of_a_split_is_its_questions_in_order_then_the_limit():
+    """``train[100:300]`` as Hugging Face datasets slices a split: a training run in stages
+    takes the questions an earlier stage did not."""
+    full = [e.id for e in load_dataset("hotpotqa-sample", "train").examples]
+    part = load_dataset("hotpotqa-sample", "train[10:30]")
+    assert [e.id for e in part.examples] == full[10:30] and part.split == "train[10:30]"
+    tail = load_dataset("hotpotqa-sample", "train[90:]", limit=5)
+    assert [e.id for e in tail.examples] == full[90:95]
+    head = load_dataset("hotpotqa-sample", "train[:3]")
+    assert [e.id for e in head.examples] == full[:3]
+    with pytest.raises(InputError, match=r"split 'train\[5:5\]': its part is empty"):
+        load_dataset("hotpotqa-sample", "train[5:5]")
+    with pytest.raises(InputError, match=r"unknown split 'train\[a:\]'"):
+        load_dataset("hotpotqa-sample", "train[a:]")
+
+
 def test_unknown_dataset_and_split_are_clear_errors():
     with pytest.raises(InputError, match="unknown dataset 'hotpot'.*hotpotqa-sample"):
         load_dataset("hotpot")

@@ -395,8 +395,8 @@ def test_a_compiled_entrys_finetune_set_reaches_the_recipe_as_compile_finetune_s
 
     text = GOOD + (
         '[[compiled]]\nartifact = "OUT"\nprogram = "basic"\noptimizer = "finetune"\n'
-        'teacher = "annotations"\nfinetune_set = { gradient_checkpointing = true, '
-        "retrieved_share = 0.5 }\n"
+        'teacher = "annotations"\ntrain_split = "train[100:300]"\n'
+        "finetune_set = { gradient_checkpointing = true, retrieved_share = 0.5 }\n"
     ).replace("OUT", str(tmp_path / "art"))
     spec = read_spec(write(tmp_path / "s.toml", text))
     made = []
@@ -405,3 +405,4 @@ def test_a_compiled_entrys_finetune_set_reaches_the_recipe_as_compile_finetune_s
     settings = made[0].optimizer.settings
     assert settings["train"]["gradient_checkpointing"] is True
     assert settings["retrieved_share"] == 0.5
+    assert made[0].dataset.train_split == "train[100:300]"  # a stage: a part of the split
