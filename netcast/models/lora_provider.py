@@ -450,7 +450,8 @@ def finetune(
     examples = _encoded(chats, model_path, cfg.max_tokens)
     longest = max(len(e.ids) for e in examples)
     dtype = training.train_dtype()
-    key = training.fingerprint(examples, cfg.result_settings(dtype), spec.sha256)
+    settings = cfg.result_settings(dtype)  # with init, its adapter's sha256: read once
+    key = training.fingerprint(examples, settings, spec.sha256)
     checkpoint = checkpoints_dir() / f"{key[:24]}.pt"
     finished = checkpoints_dir() / f"{key[:24]}.done.json"
     shown = progress and cfg.progress
@@ -495,22 +496,29 @@ def finetune(
             model_path,
             alpha=cfg.alpha,
             rank=cfg.rank,
-            meta={
-                "settings": cfg.result_settings(dtype),
-                "examples": len(examples),
-                "loss_curve": result.losses,
-                "seconds": result.seconds,
-                "peak_memory": result.peak_memory,
-                "longest_tokens": longest,
-                "memory_estimate": plan.estimate,
-                "gradient_checkpointing": plan.checkpointed,
-            },
+            meta=adapter_meta(settings, len(examples), result, longest, plan),
         )
         lora.write_json(finished, {"sha256": record.sha256})
     finally:  # the model and its LoRA, trained or stopped: what follows needs the memory back
         del base, tuned
         training.release_memory()
     return lora.tuned_model_id(spec, record.sha256)
+
+
+def adapter_meta(
+    settings: dict[str, Any], examples: int, result: Any, longest: int, plan: MemoryPlan
+) -> dict[str, Any]:
+    """What a trained adapter's record keeps of its training (``lora.write_adapter``'s meta)."""
+    return {
+        "settings": settings,
+        "examples": examples,
+        "loss_curve": result.losses,
+        "seconds": result.seconds,
+        "peak_memory": result.peak_memory,
+        "longest_tokens": longest,
+        "memory_estimate": plan.estimate,
+        "gradient_checkpointing": plan.checkpointed,
+    }
 
 
 def trained_before(finished: Path, spec: embedded.ModelSpec, say: bool = False) -> str | None:
