@@ -15,6 +15,9 @@ Every command runs inside ``one_line_errors`` (the ``netcast`` group's ``invoke`
   model call), the command says so and waits for them, so their rows are saved; a second Ctrl-C
   stops at once (a row cut mid-write is dropped and redone on resume). A training still running
   in its thread (a second Ctrl-C: the first asked it to save and stop) is left at once.
+- SIGTERM (``kill``, ``timeout``, a job scheduler, ``docker stop``) -> what Ctrl-C would do at
+  that moment (``terminate_as_interrupt``), also where Ctrl-C is ignored (a background job of a
+  script); a second SIGTERM ends the process at once.
 
 Files netcast reads are checked where they are read (``netcast.formats``), so a damaged file
 arrives here as a ``NetcastError`` naming it. While a command runs, ``NetcastWarning``\\ s are
@@ -29,6 +32,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -156,10 +160,36 @@ def _exit_now() -> None:
 
 
 @contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While the block runs, the first SIGTERM does what Ctrl-C would do then: the SIGINT
+    handler in place is called (a training's saves a checkpoint at the end of its step), or,
+    where there is none (SIGINT ignored, as a script's background job starts), a
+    ``KeyboardInterrupt`` is raised (questions in progress are waited for and saved). A second
+    SIGTERM takes the default action: the process ends at once. Signals reach the main thread
+    only: in another thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        on_interrupt = signal.getsignal(signal.SIGINT)
+        if not callable(on_interrupt):
+            raise KeyboardInterrupt
+        on_interrupt(signal.SIGINT, frame)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def one_line_errors(command: str | None = None) -> Iterator[None]:
     """Run a command: its errors become one line on stderr and an exit code (module
     docstring); ``command`` names it in the ``--help`` hint of a usage error."""
-    with warnings.catch_warnings(), _quiet_library_logs():
+    with warnings.catch_warnings(), _quiet_library_logs(), terminate_as_interrupt():
         shown = warnings.showwarning
         warnings.showwarning = lambda *args, **kwargs: _show_warning(*args, **kwargs, shown=shown)
         warnings.simplefilter("always", NetcastWarning)
