@@ -52,3 +52,7 @@ def test_each_generated_table_is_what_its_command_prints(at_root, page, line, te
     result = CliRunner().invoke(app, words[1:], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert text == result.output, f"{page}: run `{line} --write {page}`"
+
+
+def test_the_readme_stays_within_12_kb():
+    assert len((ROOT / "README.md").read_bytes()) <= 12_000
