@@ -350,7 +350,7 @@ class CpuTrainingJob(TrainingJob):
         self.stop.set()
         print(
             "interrupt: saving a checkpoint at the end of this training step "
-            "(Ctrl-C again: stop now)",
+            "(Ctrl-C or SIGTERM again: stop now)",
             file=sys.stderr,
         )
 

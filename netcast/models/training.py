@@ -345,7 +345,10 @@ def stop_on_sigint(stop: threading.Event, notice: Callable[[str], None]) -> Iter
 
     def handler(signum, frame):
         stop.set()
-        notice("interrupt: saving a checkpoint at the end of this step (Ctrl-C again: stop now)")
+        notice(
+            "interrupt: saving a checkpoint at the end of this step "
+            "(Ctrl-C or SIGTERM again: stop now)"
+        )
         signal.signal(signal.SIGINT, previous)
 
     signal.signal(signal.SIGINT, handler)
