@@ -3,15 +3,21 @@
 (model, length) trains a fresh LoRA (the finetune defaults: rank 16, every linear projection,
 bf16 base) for ``--steps`` steps on one synthetic example of that many tokens (its last 16 the
 reply) in a process of its own, so each peak is that training's alone. With ``--mixed N``,
-two more rows train N steps over every length in turn, the second calling glibc's
-``malloc_trim`` after each step: whether a long run of uneven examples holds more memory than
-its longest example alone (the allocator's fragments). With ``--checkpointed`` every row trains
-with activation checkpointing (each decoder block recomputed in the backward pass), against the
-check's estimate for it; ``--compare`` adds each length without it, run just before, and the
-checkpointed step's time as a ratio of that row's (one run, so the machine's load is shared).
+three more rows train N steps over every length in turn, the second calling glibc's
+``malloc_trim`` after each step, the third with glibc's mmap threshold fixed at ``--mmap-kib``
+(``MALLOC_MMAP_THRESHOLD_``: larger blocks are mapped and unmapped on their own instead of
+kept in the heap, where glibc otherwise raises the threshold as blocks are freed): whether a
+long run of uneven examples holds more memory than its longest example alone (the allocator's
+fragments), and what each remedy gives back at what time a step. With ``--checkpointed``
+every row trains with activation checkpointing (each decoder block recomputed in the backward
+pass), against the check's estimate for it; ``--compare`` adds each length without it, run
+just before, and the checkpointed step's time as a ratio of that row's (one run, so the
+machine's load is shared).
 
     .venv/bin/python benchmarks/finetune_memory.py --models embedded \\
         --tokens 500 1500 2500 --steps 2 --mixed 12
+    .venv/bin/python benchmarks/finetune_memory.py --models embedded \\
+        --tokens 400 1450 700 1200 900 --steps 1 --mixed 60
     .venv/bin/python benchmarks/finetune_memory.py --models embedded embedded-1.5b \\
         --tokens 1000 2500 4000 --steps 2 --checkpointed
     .venv/bin/python benchmarks/finetune_memory.py --models embedded --tokens 500 1500 2500 \\
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -108,8 +115,14 @@ def parse() -> argparse.Namespace:
         "--mixed",
         type=int,
         default=0,
-        help="also a row of this many steps over all --tokens lengths in turn, and one with "
-        "glibc's malloc_trim after each step",
+        help="also a row of this many steps over all --tokens lengths in turn, one with "
+        "glibc's malloc_trim after each step and one with a fixed mmap threshold",
+    )
+    made.add_argument(
+        "--mmap-kib",
+        type=int,
+        default=128,
+        help="the --mixed row's fixed mmap threshold, KiB (glibc's starting default: 128)",
     )
     made.add_argument(
         "--checkpointed", action="store_true", help="train with activation checkpointing"
@@ -131,15 +144,25 @@ def measured_rows(args: argparse.Namespace, runs: list, compare: bool) -> list[l
     """A table row per model and run, each run in a process of its own (``--one``)."""
     rows, plain_seconds = [], None
     for model in args.models:
-        for lengths, steps, trim, checkpointed in runs:
+        for lengths, steps, alloc, checkpointed in runs:
             command = [sys.executable, __file__, "--one", model, lengths]
             command += ["--steps", str(steps), "--threads", str(args.threads)]
-            command += ["--trim"] if trim else []
+            command += ["--trim"] if alloc == "trim" else []
             command += ["--checkpointed"] if checkpointed else []
+            env = dict(os.environ)
+            if alloc == "mmap":  # read by glibc when the process starts
+                env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_kib * 1024)
             tokens = " / ".join(f"{int(t):,}" for t in lengths.split(","))
-            what = f"{tokens}, {steps} steps" + (", malloc_trim" if trim else "")
+            what = (
+                f"{tokens}, {steps} steps"
+                + {
+                    None: "",
+                    "trim": ", malloc_trim",
+                    "mmap": f", mmap threshold {args.mmap_kib} KiB",
+                }[alloc]
+            )
             what += ", checkpointed" if compare and checkpointed else ""
-            done = subprocess.run(command, capture_output=True, text=True)
+            done = subprocess.run(command, capture_output=True, text=True, env=env)
             if done.returncode:  # -9: killed, most likely by the kernel for want of memory
                 print(done.stderr[-2000:], file=sys.stderr)
                 rows.append(
@@ -175,11 +198,10 @@ def main() -> None:
         return
     compare = args.checkpointed and args.compare
     modes = [False, True] if compare else [args.checkpointed]
-    runs = [(str(t), args.steps, False, mode) for t in args.tokens for mode in modes]
+    runs = [(str(t), args.steps, None, mode) for t in args.tokens for mode in modes]
     if args.mixed:
         mixed = ",".join(str(t) for t in args.tokens)
-        runs += [(mixed, args.mixed, False, args.checkpointed)]
-        runs += [(mixed, args.mixed, True, args.checkpointed)]
+        runs += [(mixed, args.mixed, alloc, args.checkpointed) for alloc in (None, "trim", "mmap")]
     rows = measured_rows(args, runs, compare)
     header(
         "LoRA training memory against the memory check's estimate",
