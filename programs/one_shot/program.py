@@ -191,15 +191,17 @@ class OneShot(NetcastProgram):
         }
         if not self.knobs.crop:
             return demos
-        crops = []  # one gold passage cropped to its supporting sentences, one other dropped
+        # one gold passage cropped to its supporting sentences, one other dropped; each passage
+        # as ``crop_selected`` gives it to the step: the chunk's text, without its title
+        crops = []
         for passage in gold:
             kept = annotations.supporting_sentences(passage)
             if kept is not None:
-                crops.append((format_passage(passage["title"], passage["text"]), kept))
+                crops.append((passage["text"], kept))
                 break
         other = next((c for c in pool if not annotations.is_gold(c.chunk.id, gold)), None)
         if other is not None and crops:
-            crops.append((format_passage(other.chunk.title, other.text), "NONE"))
+            crops.append((other.text, "NONE"))
         demos["crop_chunk"] = [
             dspy.Example(question=question, passage=p, relevant_sentences=kept).with_inputs(
                 "question", "passage"

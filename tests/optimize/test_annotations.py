@@ -1,5 +1,7 @@
 """The annotation teacher: demonstrations for each step read from a crafted annotated record."""
 
+import re
+
 import dspy
 import pytest
 
@@ -57,14 +59,34 @@ def test_one_shot_crop_keeps_supporting_sentences_and_drops_another_passage(bm25
     program = get_program("one_shot")(bm25, token_budget=40, crop=True)
     demos = annotation_demos(program, [annotated()])
     kept, dropped = demos["crop_chunk"]
-    assert kept.passage.startswith("Seine:")
-    assert kept.relevant_sentences == "The Seine is a river that flows through Paris in France."
+    # each passage is the chunk's text alone, as the crop step reads it at run time
+    assert kept.passage == "The Seine is a river that flows through Paris in France."
+    assert kept.relevant_sentences == kept.passage  # its one sentence is the supporting fact
     assert dropped.relevant_sentences == "NONE"
-    assert not dropped.passage.startswith(("Seine:", "Eiffel Tower:"))
+    assert dropped.passage in {c.text for c in bm25.corpus.chunks}
+    assert "Seine is a river" not in dropped.passage and "Eiffel" not in dropped.passage
     (answer,) = demos["answer"]
     assert answer.answer == "the Seine" and any("Seine is a river" in p for p in answer.context)
     uncropped = get_program("one_shot")(bm25, token_budget=40)  # its crop step never runs
     assert set(annotation_demos(uncropped, [annotated()])) == {"answer"}
+
+
+def test_one_shot_crop_demos_read_passages_as_the_running_crop_step_does(scripted_lm, bm25):
+    crop_inputs = []
+
+    def respond(prompt):
+        if "[[ ## passage ## ]]" in prompt:
+            passage = re.findall(r"\[\[ ## passage ## \]\]\n(.*?)\n\n", prompt, re.S)[-1]
+            crop_inputs.append(passage.strip())
+            return {"relevant_sentences": passage}
+        return {"answer": "the Seine"}
+
+    scripted_lm(respond)
+    program = get_program("one_shot")(bm25, token_budget=40, crop=True)
+    example = annotated()
+    program(question=example.question)
+    demos = annotation_demos(program, [example])
+    assert crop_inputs and {d.passage for d in demos["crop_chunk"]} <= set(crop_inputs)
 
 
 def test_a_record_without_gold_passages_is_refused_naming_the_field(bm25):
