@@ -116,6 +116,14 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
             f"{self.name}: no annotation teacher for its steps; compile it with --teacher model"
         )
 
+    def step_signature(
+        self, step: str, signature: type[dspy.Signature], demo: dspy.Example, adapter: Any
+    ) -> type[dspy.Signature]:
+        """The signature ``step`` runs under when called with ``demo``'s inputs through
+        ``adapter``, so that a training example is formatted as the call it teaches: its own
+        ``signature``, unless the strategy changes it call by call."""
+        return signature
+
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """Like ``annotated_demos``, but with a context retrieval builds without any gold
         passage (RAFT's share of examples without the golden document, for ``--teacher

@@ -32,7 +32,7 @@ model only ever names labels, and nothing in a chunk's text is ever parsed as an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -93,9 +93,27 @@ class WorkingContext:
         return sum(c.n_tokens for c in self.by_label.values())
 
 
+def new_labels(count: int) -> list[str]:
+    """The labels chunk_delete sees on ``count`` chunks just retrieved: N1, N2, ..."""
+    return [f"N{i}" for i in range(1, count + 1)]
+
+
 def labelled_new(hits: list[Hit]) -> dict[str, Hit]:
-    """The chunks just retrieved under the labels chunk_delete sees: N1, N2, ..."""
-    return {f"N{i}": h for i, h in enumerate(hits, start=1)}
+    """The chunks just retrieved under their labels (``new_labels``)."""
+    return dict(zip(new_labels(len(hits)), hits, strict=True))
+
+
+def delete_signature(
+    signature: type[dspy.Signature], labels: Sequence[str], adapter: Any
+) -> type[dspy.Signature]:
+    """chunk_delete's signature for a retrieval labelled ``labels``: under a JSON schema
+    (``dspy.JSONAdapter``) the ids it may name are those labels (a Literal; constrained
+    decoding allows nothing else, e.g. no copied chunk text); a free-text reply keeps
+    list[str], read tolerantly by ``chosen_labels``."""
+    if not isinstance(adapter, dspy.JSONAdapter):
+        return signature
+    names = tuple(labels) + tuple(f"[{label}]" for label in labels)
+    return signature.with_updated_fields("delete_ids", type_=list[Literal[names]])
 
 
 def chosen_labels(raw: list[str], labels: dict[str, Hit]) -> list[str]:
@@ -259,13 +277,9 @@ class Iterative(NetcastProgram):
             f"[{label}] {format_passage(h.chunk.title, h.chunk.text)}"
             for label, h in labels.items()
         ]
-        signature = self.delete_chunks.signature
-        if isinstance(dspy.settings.adapter, dspy.JSONAdapter):
-            # replies under a JSON schema: the ids it may name are this retrieval's labels (a
-            # Literal; constrained decoding allows nothing else, e.g. no copied chunk text).
-            # A free-text reply keeps list[str], read tolerantly by chosen_labels.
-            names = tuple(labels) + tuple(f"[{label}]" for label in labels)
-            signature = signature.with_updated_fields("delete_ids", type_=list[Literal[names]])
+        signature = delete_signature(
+            self.delete_chunks.signature, list(labels), dspy.settings.adapter
+        )
         try:
             raw = self.delete_chunks(
                 signature=signature,
@@ -382,6 +396,15 @@ class Iterative(NetcastProgram):
         else:
             hits = annotations.top_without_gold(self.retriever.search, question, self.knobs.k, gold)
         return self.trajectory(example, hits)
+
+    def step_signature(
+        self, step: str, signature: type[dspy.Signature], demo: dspy.Example, adapter: Any
+    ) -> type[dspy.Signature]:
+        """chunk_delete runs under the labels of the chunks its demonstration shows
+        (``delete_signature``); the other steps under their own."""
+        if step != "delete_chunks":
+            return signature
+        return delete_signature(signature, new_labels(len(demo.retrieved)), adapter)
 
     def found(self, hits: list[Hit]) -> list[tuple[str, str]]:
         return [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]

@@ -878,6 +878,34 @@ def test_the_agents_share_without_gold_trains_it_to_search_again_over_what_it_ke
     assert examples["per_step"] == {"decide": 24, "delete_chunks": 8, "answer": 8}
 
 
+def test_the_agents_delete_examples_carry_the_schema_its_delete_step_is_shown(
+    hidden_gold_file, tmp_path, trainer
+):
+    # under the embedded model's JSON schema chunk_delete may name only the labels of the
+    # chunks just retrieved (N1, N2); the examples it trains on are shown that same schema
+    from netcast.programs import get_program
+
+    lm = embedded_lm(right_except(set()))
+    knobs = {"k": 2, "reasoning": False}
+    recipe = annotation_recipe(hidden_gold_file, "iterative", knobs, limit=8, share=0.0)
+    result = compile_recipe(recipe, tmp_path / "art", lm=lm)
+    (call,) = trainer
+    deletes = [c for c in call["chats"] if "delete_ids" in reply_of(c)]
+    assert deletes
+
+    program = get_program("iterative")(None, lm=lm, **knobs)
+    program.retriever = load(result.artifact, model=lm).retriever
+    before = len(lm.engine.chats)
+    program(question="Word3 what is item 3?")
+    shown = [c for c in lm.engine.chats[before:] if "[[ ## retrieved ## ]]" in c[-1]["content"]]
+    (system, *_, user) = shown[0]
+    assert "list[Literal['N1', 'N2', '[N1]', '[N2]']]" in system["content"]  # the labels
+    assert {c[0]["content"] for c in deletes} == {system["content"]}
+    instruction = user["content"].rsplit("\n\n", 1)[-1]  # the reply's format, asked last
+    assert "Literal['N1', 'N2'" in instruction
+    assert all(c[-2]["content"].endswith(instruction) for c in deletes)
+
+
 def test_annotation_finetune_settings_are_checked(qa_file):
     with pytest.raises(InputError, match="retrieved_share=2"):
         AnnotationFinetuneSettings.of_flat({"retrieved_share": 2})
