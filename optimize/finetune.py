@@ -17,6 +17,7 @@ curve go into the artifact (``optimize.registry``)."""
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from time import monotonic
 from typing import Any
 
 import dspy
+from dspy.clients.utils_finetune import infer_data_format
 from dspy.teleprompt import Teleprompter
 from dspy.teleprompt.bootstrap_trace import FailedPrediction
 
@@ -201,6 +203,7 @@ class NetcastFinetune(dspy.BootstrapFinetune):
         self.trained: list[Trained] = []
         self._names: dict[int, str] = {}
         self._questions, self._started = 0, 0.0
+        self._program: Any = None
 
     def compile(self, student, trainset, teacher=None):
         for _, predictor in student.named_predictors():
@@ -216,6 +219,7 @@ class NetcastFinetune(dspy.BootstrapFinetune):
             for name, predictor in program.named_predictors()
         }
         self._questions, self._started = len(trainset), monotonic()
+        self._program = student  # its ``step_signature`` formats each traced call
         compiled = super().compile(student, trainset=trainset, teacher=teacher)
         if self.trained:  # the tuned model's id, which the compiled program now runs
             self.trained[-1].model = compiled.predictors()[0].lm.model
@@ -232,7 +236,15 @@ class NetcastFinetune(dspy.BootstrapFinetune):
         ]
         if self.adapter[lm] is None:
             self.adapter[lm] = default_adapter(lm)
-        data, data_format = super()._prepare_finetune_data(passing, lm, pred_ind)
+        adapter = self.adapter[lm]
+        data = [
+            self._call_data(call, adapter)
+            for d in passing
+            for i, call in enumerate(d["trace"])
+            if pred_ind is None or i == pred_ind
+        ]
+        random.Random(0).shuffle(data)  # as DSPy's own
+        data_format = infer_data_format(adapter)
         settings = provider.TrainSettings.of(self.train_kwargs[lm])
         provider.check_examples(data, settings)  # too few: one line, before any training
         steps = Counter(self._names.get(id(call[0]), "?") for d in passing for call in d["trace"])
@@ -249,6 +261,22 @@ class NetcastFinetune(dspy.BootstrapFinetune):
             )
         )
         return data, data_format
+
+    def _call_data(self, call: tuple, adapter: dspy.Adapter) -> dict[str, Any]:
+        """A traced call as the chat its step was shown, then its reply: DSPy's
+        ``build_call_data_from_trace``, under the signature the step ran with (the
+        program's ``step_signature``: a per-call signature is not in the trace)."""
+        predictor, inputs, outputs = call
+        name = self._names.get(id(predictor), "?")
+        signature = self._program.step_signature(
+            name, predictor.signature, dspy.Example(**inputs), adapter
+        )
+        return adapter.format_finetune_data(
+            signature=signature,
+            demos=[] if self.exclude_demos else predictor.demos,
+            inputs=inputs,
+            outputs=outputs,
+        )
 
 
 class RecordingBetterTogether(dspy.BetterTogether):

@@ -117,7 +117,7 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
         )
 
     def step_signature(
-        self, step: str, signature: type[dspy.Signature], demo: dspy.Example, adapter: Any
+        self, step: str, signature: type[dspy.Signature], demo: dspy.Example, adapter: dspy.Adapter
     ) -> type[dspy.Signature]:
         """The signature ``step`` runs under when called with ``demo``'s inputs through
         ``adapter``, so that a training example is formatted as the call it teaches: its own

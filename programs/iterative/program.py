@@ -32,7 +32,7 @@ model only ever names labels, and nothing in a chunk's text is ever parsed as an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -104,7 +104,7 @@ def labelled_new(hits: list[Hit]) -> dict[str, Hit]:
 
 
 def delete_signature(
-    signature: type[dspy.Signature], labels: Sequence[str], adapter: Any
+    signature: type[dspy.Signature], labels: Sequence[str], adapter: dspy.Adapter | None
 ) -> type[dspy.Signature]:
     """chunk_delete's signature for a retrieval labelled ``labels``: under a JSON schema
     (``dspy.JSONAdapter``) the ids it may name are those labels (a Literal; constrained
@@ -160,7 +160,10 @@ def delete_demo(
     return dspy.Example(
         question=question,
         context=[f"[C{i}] {text}" for i, text in enumerate(context, 1)],
-        retrieved=[f"[N{i}] {text}" for i, text in enumerate(retrieved, 1)],
+        retrieved=[
+            f"[{label}] {text}"
+            for label, text in zip(new_labels(len(retrieved)), retrieved, strict=True)
+        ],
         delete_ids=drop,
     ).with_inputs("question", "context", "retrieved")
 
@@ -398,7 +401,7 @@ class Iterative(NetcastProgram):
         return self.trajectory(example, hits)
 
     def step_signature(
-        self, step: str, signature: type[dspy.Signature], demo: dspy.Example, adapter: Any
+        self, step: str, signature: type[dspy.Signature], demo: dspy.Example, adapter: dspy.Adapter
     ) -> type[dspy.Signature]:
         """chunk_delete runs under the labels of the chunks its demonstration shows
         (``delete_signature``); the other steps under their own."""
@@ -449,7 +452,7 @@ class Iterative(NetcastProgram):
                 drop = []  # deleting every chunk just retrieved is refused: they stay
             elif knobs.delete and new:
                 retrieved = [text for _, text in new]
-                dropped = [f"N{i + 1}" for i in drop]
+                dropped = [new_labels(len(new))[i] for i in drop]
                 step = delete_demo(question, retrieved, dropped, list(context.values()))
                 demos["delete_chunks"].append(step)
             context |= {cid: text for i, (cid, text) in enumerate(new) if i not in drop}

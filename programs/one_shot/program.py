@@ -192,7 +192,7 @@ class OneShot(NetcastProgram):
         if not self.knobs.crop:
             return demos
         # one gold passage cropped to its supporting sentences, one other dropped; each passage
-        # as ``crop_selected`` gives it to the step: the chunk's text, without its title
+        # as ``crop_selected`` gives it to the step: its text, without its title
         crops = []
         for passage in gold:
             kept = annotations.supporting_sentences(passage)

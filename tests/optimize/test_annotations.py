@@ -71,6 +71,19 @@ def test_one_shot_crop_keeps_supporting_sentences_and_drops_another_passage(bm25
     assert set(annotation_demos(uncropped, [annotated()])) == {"answer"}
 
 
+def test_one_shot_crop_keeps_only_the_supporting_sentences_of_a_longer_passage(bm25):
+    record = annotated()
+    seine, eiffel = record.gold_passages
+    longer = {**seine, "text": "It is 777 km long. " + seine["text"], "facts": [1]}
+    demos = annotation_demos(
+        get_program("one_shot")(bm25, token_budget=40, crop=True),
+        [record.copy(gold_passages=[longer, eiffel])],
+    )
+    kept = demos["crop_chunk"][0]
+    assert kept.passage == longer["text"]
+    assert kept.relevant_sentences == "The Seine is a river that flows through Paris in France."
+
+
 def test_one_shot_crop_demos_read_passages_as_the_running_crop_step_does(scripted_lm, bm25):
     crop_inputs = []
 

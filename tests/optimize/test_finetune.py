@@ -186,6 +186,28 @@ def test_every_step_trains_on_its_own_passing_calls_as_the_chat_it_was_shown(
     assert (examples["teacher"], examples["split"], examples["limit"]) == (None, "train", 8)
 
 
+def test_the_agents_traced_delete_calls_train_on_the_chat_with_its_labels(
+    qa_file, tmp_path, trainer
+):
+    # chunk_delete runs under a signature naming this retrieval's labels (N1, N2), which a
+    # trace does not hold; its training chats are still the ones it was sent
+    def script(prompt):
+        reply = right_except(set())(prompt)
+        if "[[ ## retrieved ## ]]" in prompt:
+            return {"delete_ids": ["N2"]}
+        return {**reply, "action": "answer", "query": ""}
+
+    lm = embedded_lm(script)
+    recipe = recipe_for(qa_file, "iterative", knobs={"k": 2, "reasoning": False})
+    compile_recipe(recipe, tmp_path / "art", lm=lm)
+    (call,) = trainer
+    deletes = [c for c in call["chats"] if "delete_ids" in reply_of(c)]
+    assert len(deletes) == 8 and all(reply_of(c) == {"delete_ids": ["N2"]} for c in deletes)
+    for chat in deletes:
+        assert chat[:-1] in lm.engine.chats  # the chat the step was sent
+        assert "list[Literal['N1', 'N2', '[N1]', '[N2]']]" in chat[0]["content"]
+
+
 def test_a_teacher_models_passing_traces_train_the_student(qa_file, tmp_path, trainer):
     student = embedded_lm(right_except(set(range(24))))  # it answers everything wrong
     teacher = dspy.LM("scripted/teacher", engine=RecordingEngine(right_except(set())), cache=False)
