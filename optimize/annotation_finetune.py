@@ -160,9 +160,10 @@ class AnnotationFinetune(Teleprompter):
                     outputs = predictor.signature.output_fields
                     if any(name not in demo for name in outputs):
                         continue
-                    signature = student.step_signature(step, predictor.signature, demo, adapter)
+                    formats = student.step_adapter(step, adapter)
+                    signature = student.step_signature(step, predictor.signature, demo, formats)
                     data.append(
-                        adapter.format_finetune_data(
+                        formats.format_finetune_data(
                             signature=signature,
                             demos=list(predictor.demos),
                             inputs={k: demo[k] for k in predictor.signature.input_fields},

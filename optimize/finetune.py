@@ -264,14 +264,16 @@ class NetcastFinetune(dspy.BootstrapFinetune):
 
     def _call_data(self, call: tuple, adapter: dspy.Adapter) -> dict[str, Any]:
         """A traced call as the chat its step was shown, then its reply: DSPy's
-        ``build_call_data_from_trace``, under the signature the step ran with (the
-        program's ``step_signature``: a per-call signature is not in the trace)."""
+        ``build_call_data_from_trace``, by the adapter and under the signature the step ran
+        with (the program's ``step_adapter`` and ``step_signature``: neither is in the
+        trace)."""
         predictor, inputs, outputs = call
         name = self._names.get(id(predictor), "?")
+        formats = self._program.step_adapter(name, adapter)
         signature = self._program.step_signature(
-            name, predictor.signature, dspy.Example(**inputs), adapter
+            name, predictor.signature, dspy.Example(**inputs), formats
         )
-        return adapter.format_finetune_data(
+        return formats.format_finetune_data(
             signature=signature,
             demos=[] if self.exclude_demos else predictor.demos,
             inputs=inputs,

@@ -124,6 +124,11 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
         ``signature``, unless the strategy changes it call by call."""
         return signature
 
+    def step_adapter(self, step: str, adapter: dspy.Adapter) -> dspy.Adapter:
+        """The adapter that formats ``step``'s calls: the program's (``adapter``), unless the
+        strategy formats that step's prompt itself."""
+        return adapter
+
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """Like ``annotated_demos``, but with a context retrieval builds without any gold
         passage (RAFT's share of examples without the golden document, for ``--teacher

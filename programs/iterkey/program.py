@@ -163,13 +163,20 @@ class IterKey(NetcastProgram):
             ]
         return demos
 
+    def step_adapter(self, step: str, adapter: dspy.Adapter) -> dspy.Adapter:
+        """``validate_next_token`` is read as the token after its output field's header, so
+        it is always formatted by DSPy's ChatAdapter (training included); the other steps by
+        ``adapter``."""
+        return dspy.ChatAdapter() if step == "validate_next_token" else adapter
+
     def check(self, question: str, answer: str, documents: list[str]) -> tuple[bool, float]:
         """(validated, P(True)); in text mode P(True) is 1.0 or 0.0."""
         if self.knobs.validation == "logprobs":
             predictor = self.validate_next_token
             inputs = {"question": question, "documents": documents, "answer": answer}
             # the predictor's demos (a compile's) enter the prompt as in any DSPy step
-            messages = dspy.ChatAdapter().format(predictor.signature, predictor.demos, inputs)
+            adapter = self.step_adapter("validate_next_token", dspy.settings.adapter)
+            messages = adapter.format(predictor.signature, predictor.demos, inputs)
             lm = predictor.lm or dspy.settings.lm  # the program's own LM (set_lm), if bound
             p = p_true(lm, messages, "[[ ## is_correct ## ]]\n")
             if p is None:  # neither verdict among the model's next tokens: nothing validates

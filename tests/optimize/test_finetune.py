@@ -928,6 +928,28 @@ def test_the_agents_delete_examples_carry_the_schema_its_delete_step_is_shown(
     assert all(c[-2]["content"].endswith(instruction) for c in deletes)
 
 
+def test_iterkeys_next_token_validator_trains_on_the_chat_adapters_prompt(
+    hidden_gold_file, tmp_path, trainer
+):
+    # validate_next_token is read as the token after "[[ ## is_correct ## ]]", in DSPy's
+    # ChatAdapter's prompt: its examples are that prompt and that reply, not the JSON schema's
+    def script(prompt):
+        return {**right_except(set())(prompt), "keywords": ["item"], "is_correct": True}
+
+    lm = embedded_lm(script)
+    recipe = annotation_recipe(
+        hidden_gold_file, "iterkey", {"k": 1, "validation": "text"}, limit=8, share=0.0
+    )
+    compile_recipe(recipe, tmp_path / "art", lm=lm)
+    (call,) = trainer
+    verdicts = [c for c in call["chats"] if c[-1]["content"].startswith("[[ ## is_correct ## ]]")]
+    assert verdicts and all(c[-1]["content"].split("\n")[1] in ("True", "False") for c in verdicts)
+    json_verdicts = [c for c in call["chats"] if '"is_correct"' in c[-1]["content"]]
+    assert len(json_verdicts) == len(verdicts)  # the text-mode validator keeps the JSON schema
+    for chat in verdicts:
+        assert "[[ ## is_correct ## ]]" in chat[0]["content"] and "JSON" not in chat[0]["content"]
+
+
 def test_annotation_finetune_settings_are_checked(qa_file):
     with pytest.raises(InputError, match="retrieved_share=2"):
         AnnotationFinetuneSettings.of_flat({"retrieved_share": 2})
