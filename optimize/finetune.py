@@ -174,6 +174,23 @@ def passing_metric(metric: Callable, threshold: float) -> Callable:
     return passes
 
 
+def call_data(
+    program: Any, step: str, call: tuple, adapter: dspy.Adapter, exclude_demos: bool
+) -> dict[str, Any]:
+    """A traced call of ``program``'s ``step`` as the chat the step was shown, then its reply:
+    DSPy's ``build_call_data_from_trace``, by the adapter and under the signature the step ran
+    with (the program's ``step_adapter`` and ``step_signature``: neither is in the trace)."""
+    predictor, inputs, outputs = call
+    formats = program.step_adapter(step, adapter)
+    signature = program.step_signature(step, predictor.signature, dspy.Example(**inputs), formats)
+    return formats.format_finetune_data(
+        signature=signature,
+        demos=[] if exclude_demos else predictor.demos,
+        inputs=inputs,
+        outputs=outputs,
+    )
+
+
 class NetcastFinetune(dspy.BootstrapFinetune):
     """DSPy's ``BootstrapFinetune`` as netcast runs it: examples formatted by the adapter the
     program runs each model with (``default_adapter``), a teacher model's program built from
@@ -219,7 +236,7 @@ class NetcastFinetune(dspy.BootstrapFinetune):
             for name, predictor in program.named_predictors()
         }
         self._questions, self._started = len(trainset), monotonic()
-        self._program = student  # its ``step_signature`` formats each traced call
+        self._program = student  # its ``step_adapter``/``step_signature`` format traced calls
         compiled = super().compile(student, trainset=trainset, teacher=teacher)
         if self.trained:  # the tuned model's id, which the compiled program now runs
             self.trained[-1].model = compiled.predictors()[0].lm.model
@@ -238,7 +255,9 @@ class NetcastFinetune(dspy.BootstrapFinetune):
             self.adapter[lm] = default_adapter(lm)
         adapter = self.adapter[lm]
         data = [
-            self._call_data(call, adapter)
+            call_data(
+                self._program, self._names.get(id(call[0]), "?"), call, adapter, self.exclude_demos
+            )
             for d in passing
             for i, call in enumerate(d["trace"])
             if pred_ind is None or i == pred_ind
@@ -261,24 +280,6 @@ class NetcastFinetune(dspy.BootstrapFinetune):
             )
         )
         return data, data_format
-
-    def _call_data(self, call: tuple, adapter: dspy.Adapter) -> dict[str, Any]:
-        """A traced call as the chat its step was shown, then its reply: DSPy's
-        ``build_call_data_from_trace``, by the adapter and under the signature the step ran
-        with (the program's ``step_adapter`` and ``step_signature``: neither is in the
-        trace)."""
-        predictor, inputs, outputs = call
-        name = self._names.get(id(predictor), "?")
-        formats = self._program.step_adapter(name, adapter)
-        signature = self._program.step_signature(
-            name, predictor.signature, dspy.Example(**inputs), formats
-        )
-        return formats.format_finetune_data(
-            signature=signature,
-            demos=[] if self.exclude_demos else predictor.demos,
-            inputs=inputs,
-            outputs=outputs,
-        )
 
 
 class RecordingBetterTogether(dspy.BetterTogether):
