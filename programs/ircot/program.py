@@ -174,10 +174,11 @@ class IRCoT(NetcastProgram):
         ``reason`` gets two demonstrations: its first step, over the top-``k`` retrieved for
         the question (the first gold passage swapped in for the last other if retrieval
         missed it), writes that passage's supporting sentence naming the bridge entity (else
-        its first supporting sentence); its last step, with every supporting sentence, in
-        chain order, as the reasoning so far, over the paragraphs the loop would hold after
-        searching that first sentence (every gold passage swapped in), writes "So the answer
-        is: <gold answer>." ``answer`` gives the gold answer from those paragraphs. Not
+        its first supporting sentence); its last step, with that sentence and then every other
+        supporting sentence, in chain order, as the reasoning so far, over the paragraphs the
+        loop would hold after searching each of them in turn (the top-``k`` of each, new ones
+        only, up to the cap; every gold passage swapped in), writes "So the answer is: <gold
+        answer>." ``answer`` gives the gold answer from those paragraphs. Not
         taught: the middle steps (one sentence per gold fact; only the first and the last are
         demonstrated), sentences in the model's own words (the demonstrations' are the
         dataset's supporting sentences, verbatim), and ``reason`` at all for a record where a
@@ -196,18 +197,20 @@ class IRCoT(NetcastProgram):
             bridge = next((s for s in leads if any(_names(s, t) for t in others)), leads[0])
             shown = annotations.context_with_gold(found, [lead], len(found))
             every = [s for text in facts for s in annotations.sentences(text)]
-            seen = {cid for cid, _ in found}
-            more = self.retriever.search(bridge, k)
-            collected = found + [
-                (h.chunk.id, p)
-                for h, p in zip(more, self.passages(more), strict=True)
-                if h.chunk.id not in seen
-            ]
-            collected = collected[:cap]
-            context = annotations.context_with_gold(collected, gold, len(collected))
+            so_far = [bridge, *(s for s in every if s != bridge)]
+            collected = dict(found)
+            for sentence in so_far:  # the loop searches each sentence it writes
+                more = self.retriever.search(sentence, k)
+                for hit, paragraph in zip(more, self.passages(more), strict=True):
+                    if hit.chunk.id not in collected and len(collected) < cap:
+                        collected[hit.chunk.id] = paragraph
+            held = list(collected.items())
+            context = annotations.context_with_gold(held, gold, len(held))
             demos["reason"] = [
                 self._reason_demo(shown, question, [], bridge),
-                self._reason_demo(context, question, every, f"So the answer is: {example.answer}."),
+                self._reason_demo(
+                    context, question, so_far, f"So the answer is: {example.answer}."
+                ),
             ]
         else:
             context = annotations.context_with_gold(found, gold, len(found))

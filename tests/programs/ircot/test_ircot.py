@@ -7,6 +7,7 @@ import dspy
 import optuna
 import pytest
 
+from helpers import DOCS
 from netcast.artifacts import load_program_state
 from netcast.corpus import format_passage
 from netcast.errors import InputError
@@ -216,6 +217,20 @@ def test_reason_is_taught_the_bridge_sentence_first_and_the_answer_sentence_last
     assert stated_answer(last.next_sentence) == "France"
     (answer,) = demos["answer"]
     assert answer.context == [EIFFEL, PARIS] and answer.answer == "France"
+
+
+def test_the_last_reason_demo_holds_what_the_loop_holds_after_writing_its_sentences(
+    scripted_lm, bm25
+):
+    """The last step's context is what the loop collects searching each sentence of the
+    reasoning so far (the Paris sentence's top-2 brings Berlin), not the bridge's search only."""
+    _, last = IRCoT(bm25, k=2).annotated_demos(annotated())["reason"]
+    assert last.context == [EIFFEL, PARIS, format_passage("Berlin", DOCS[1].text)]
+    _, engine = scripted_lm(reasoner([*last.reasoning_so_far, last.next_sentence]))
+    run = IRCoT(bm25, k=2)(question=BRIDGE_QUESTION)
+    assert run.cot == [*last.reasoning_so_far, last.next_sentence]
+    assert run.context == last.context  # the loop's state when it wrote the last sentence
+    assert last.context[-1] in reason_prompts(engine)[-1]
 
 
 def test_without_supporting_sentences_only_the_reader_is_taught(bm25):
