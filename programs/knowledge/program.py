@@ -364,10 +364,11 @@ class KnowledgeAware(NetcastProgram):
         )
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """From the record's annotations, over the top-``k`` passages retrieved for its question
+        """From the record's annotations: ``plan``'s first step searches the first gold passage
+        (its title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``); the
+        other steps read that search's top-``k`` passages, as the first step does at run time
         (labelled P1, P2, ...; gold passages swapped in for the last others where retrieval
-        missed them): ``plan``'s first step searches the first gold passage (its title, or
-        the MuSiQue sub-question it answers: ``annotations.gold_queries``); ``extract`` knows
+        missed them): ``extract`` knows
         each gold passage's supporting sentences, cited "(P#)", with nothing still required;
         ``filter`` copies the gold passages' supporting sentences (a whole gold passage where
         the record names none) and nothing of the others; ``generate`` answers from that
@@ -377,7 +378,8 @@ class KnowledgeAware(NetcastProgram):
         a passage whose sentences do not hold its hop's answer has none)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
-        hits = self.retriever.search(question, self.knobs.k)
+        query = annotations.gold_queries(example)[0][1]  # the planned search the steps read
+        hits = self.retriever.search(query, self.knobs.k)
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         shown = annotations.marked_context_with_gold(found, gold, len(found))
         facts: dict[str, str] = {}  # gold passage id -> its cited fact
@@ -405,7 +407,7 @@ class KnowledgeAware(NetcastProgram):
                     **inputs,
                     focus=question,
                     history=[],
-                    query=annotations.gold_queries(example)[0][1],
+                    query=query,
                 ).with_inputs("question", "known", "required", "focus", "history")
             ],
             "filter": [
