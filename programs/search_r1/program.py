@@ -17,6 +17,7 @@ from netcast.programs.base import NetcastProgram
 from netcast.programs.registry import register
 from netcast.programs.search_r1.signatures import ReasonAndAct
 from netcast.programs.shared import annotations
+from netcast.programs.shared.search import EMPTY_MEMORY, SearchSession
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion, Contextualize
 
 
@@ -47,45 +48,80 @@ class SearchR1(NetcastProgram):
         self.answer = dspy.Predict(AnswerQuestion, max_tokens=ANSWER_TOKENS)
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """From the record's annotations, with the top-``k`` retrieved for its question as the
-        trace's first search: ``step`` searches for a gold passage that search missed (by its
-        title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``; if it
-        missed none, the first step, before any search, searches the first), and answers the
-        gold answer once the trace's information holds every gold passage (swapped in for the
-        last others where retrieval missed them); ``answer`` gives it from those passages.
-        Not taught: the reasoning before a step (the model's own thoughts: the demos have
-        none and no 'think:' entries), memory notes (``contextualize``: the auxiliary model's
-        own words; the demos' memory is empty), which no annotation holds."""
+        """From the record's annotations, a trajectory replayed through the program's own
+        search (de-duplication and the link hop as the knobs set them): the question is
+        searched first, and ``step`` then searches for a gold passage that search missed (by
+        its title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``); if
+        it missed none, the first step, before any search, searches the first gold passage
+        instead of the question. ``step`` then answers the gold answer over the trace those
+        searches built (the trace a step sees: with ``contextualize``, the newest information
+        block and the empty memory line), gold passages it does not hold swapped into its
+        newest block for the last others; ``answer`` gives it from every passage retrieved
+        (gold swapped in likewise). Not taught: the reasoning before a step (the model's own
+        thoughts: the demos have none and no 'think:' entries), memory notes (the auxiliary
+        model's own words, which no annotation holds), and the precision step
+        (``rerank_pool``: a teacher calls no model)."""
         gold = annotations.require(example, "gold_passages", self.name)
-        question = example.question
-        hits = self.retriever.search(question, self.knobs.k)
-        found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
-        context = annotations.context_with_gold(found, gold, len(found))
+        question, k = example.question, self.knobs.k
+        memory_on = bool(self.knobs.contextualize)
+        memory = [EMPTY_MEMORY] if memory_on else []
 
-        def step(passages: list[str] | None, action: str, query: str, answer: str):
-            """The step after the question's search returned ``passages`` (None: before it)."""
-            searched = [f"search: {question}", "information: " + " | ".join(passages or [])]
+        def session() -> SearchSession:
+            corpus = getattr(self.retriever, "corpus", None)
+            knobs = self.knobs
+            return SearchSession(
+                self.search, question, knobs.dedup, links=knobs.links, corpus=corpus
+            )
+
+        def retrieve(searching: SearchSession, query: str) -> list[tuple[str, str]]:
+            hits = searching.search(query, k)
+            return [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
+
+        def info(texts: list[str]) -> str:
+            return "information: " + (" | ".join(texts) or "(nothing new)")
+
+        def step(steps: list[str], action: str, query: str = "", answer: str = ""):
             return dspy.Example(
                 question=question,
-                memory=[],
-                trace=searched if passages is not None else [],
+                memory=memory,
+                trace=self.shown_trace(steps, memory_on),
                 action=action,
                 query=query,
                 answer=answer,
             ).with_inputs("question", "memory", "trace")
 
-        have = {doc_id_of_chunk(cid) for cid, _ in found if annotations.is_gold(cid, gold)}
         targets = annotations.gold_queries(example)
+        live = session()
+        first = retrieve(live, question)
+        have = {doc_id_of_chunk(cid) for cid, _ in first if annotations.is_gold(cid, gold)}
         missing = [query for passage, query in targets if passage["id"] not in have]
         if missing:
-            search = step([text for _, text in found], "search", missing[0], "")
-        else:
-            search = step(None, "search", targets[0][1], "")
+            searches = [(question, first), (missing[0], retrieve(live, missing[0]))]
+            demos = [
+                step([f"search: {question}", info([t for _, t in first])], "search", missing[0])
+            ]
+        else:  # the question's search holds them all: the first step searches a gold passage
+            query = targets[0][1]
+            searches = [(query, retrieve(session(), query))]
+            demos = [step([], "search", query)]
+        steps = [
+            entry
+            for query, found in searches[:-1]
+            for entry in (f"search: {query}", info([t for _, t in found]))
+        ]
+        # the newest block gets every gold passage the trace the step sees does not hold
+        held = {doc_id_of_chunk(cid) for _, found in searches[:-1] for cid, _ in found}
+        lacking = gold if memory_on else [g for g in gold if g["id"] not in held]
+        query, newest = searches[-1]
+        steps += [
+            f"search: {query}",
+            info(annotations.context_with_gold(newest, lacking, len(newest))),
+        ]
+        demos.append(step(steps, "answer", answer=example.answer))
+        everything = [pair for _, found in searches for pair in found]
+        context = annotations.context_with_gold(everything, gold, len(everything))
         final = dspy.Example(context=context, question=question, answer=example.answer)
-        return {
-            "step": [search, step(context, "answer", "", example.answer)],
-            "answer": [final.with_inputs("context", "question")],
-        }
+        return {"step": demos, "answer": [final.with_inputs("context", "question")]}
 
     def forward(self, question: str) -> dspy.Prediction:
         knobs = self.knobs

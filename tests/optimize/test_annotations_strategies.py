@@ -14,11 +14,13 @@ from netcast.programs import get_program
 from netcast.programs.iterative.program import with_gold
 from netcast.programs.iterkey.program import keywords_of
 from netcast.programs.knowledge import state
+from netcast.programs.shared.search import EMPTY_MEMORY
 
 QUESTION = "Which river flows through the city of the Eiffel Tower?"
 SEINE = "Seine: The Seine is a river that flows through Paris in France."
 EIFFEL = "Eiffel Tower: The Eiffel Tower is a wrought-iron lattice tower in Paris."
 GOLD_TEXTS = {SEINE, EIFFEL}
+PARIS = "Paris: Paris is the capital and largest city of France."
 HOPS = [
     {"question": "In which city is the Eiffel Tower?", "answer": "Paris"},
     {"question": "Which river flows through #1 ?", "answer": "the Seine"},
@@ -359,11 +361,56 @@ def test_search_r1_searches_a_missing_gold_passage_then_answers(bm25):
     assert search.trace == [f"search: {QUESTION}", f"information: {EIFFEL}"]
     assert (search.action, search.query, search.answer) == ("search", "Seine", "")
     assert (answer.action, answer.query, answer.answer) == ("answer", "", "the Seine")
-    assert SEINE in answer.trace[1] and EIFFEL in answer.trace[1]
+    # the trace after both searches, as the loop builds it
+    assert answer.trace == [*search.trace, "search: Seine", f"information: {SEINE}"]
+    assert search.memory == answer.memory == []
     (final,) = demos["answer"]
-    assert final.answer == "the Seine" and set(final.context) == GOLD_TEXTS
+    assert final.answer == "the Seine" and final.context == [EIFFEL, SEINE]
     hopped, _ = demos_of("search_r1", bm25, annotated(hops=HOPS), k=1)["step"]
     assert hopped.query == "Which river flows through Paris?"
+
+
+def test_search_r1_demos_replay_through_the_loop(scripted_lm, bm25):
+    """The answer demo's trace is what the program's step sees after the demo's searches."""
+    search, answer = demos_of("search_r1", bm25, k=1)["step"]
+    replies = [{"reasoning": "", "action": "search", "query": search.query, "answer": ""}]
+
+    def respond(prompt):
+        if "[[ ## trace ## ]]" in prompt and replies:
+            return replies.pop(0)
+        if "[[ ## trace ## ]]" in prompt:
+            return {"reasoning": "", "action": "answer", "query": "", "answer": "the Seine"}
+        return {"answer": "x"}
+
+    _, engine = scripted_lm(respond)
+    # the loop's first search is the question (search_first: an answer becomes a search)
+    replies.insert(0, {"reasoning": "", "action": "answer", "query": "", "answer": "?"})
+    get_program("search_r1")(bm25, k=1)(question=QUESTION)
+    last = [p for p in engine.prompts if "[[ ## trace ## ]]" in p][-1].rsplit("[[ ## trace", 1)[1]
+    assert all(json.dumps(entry)[1:-1] in last for entry in answer.trace)
+
+
+def test_search_r1_with_memory_shows_the_empty_memory_line_and_the_newest_block(bm25):
+    search, answer = demos_of("search_r1", bm25, k=1, contextualize=True)["step"]
+    assert search.memory == answer.memory == [EMPTY_MEMORY]
+    # earlier information blocks are left out of the shown trace: every gold passage is in
+    # the newest one
+    assert answer.trace == [
+        f"search: {QUESTION}",
+        "search: Seine",
+        f"information: {SEINE} | {EIFFEL}",
+    ]
+
+
+def test_search_r1_with_dedup_replays_unseen_passages_only(bm25):
+    """The question's top-2 and the hop question's both hold the Rhine; with de-duplication
+    the second search returns unseen passages only (the Seine, then Paris)."""
+    rhine = "Rhine: The Rhine river flows through Germany and the Netherlands."
+    record = annotated(hops=HOPS)
+    _, plain = demos_of("search_r1", bm25, record, k=2)["step"]
+    _, unseen = demos_of("search_r1", bm25, record, k=2, dedup=True)["step"]
+    assert plain.trace[3] == f"information: {SEINE} | {rhine}"
+    assert unseen.trace[3] == f"information: {SEINE} | {PARIS}"
 
 
 # --- teach: into the predictors and the prompts ------------------------------------------------
