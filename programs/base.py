@@ -171,6 +171,19 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
             corpus=getattr(self.retriever, "corpus", None),
         )
 
+    def replay_session(self, question: str) -> SearchSession:
+        """The search an annotation teacher replays a trajectory through: the run's
+        de-duplication and link hop as the knobs set them, without the steps that call a model
+        (the precision step's model signals, the contextualization memory)."""
+        knobs = self.knobs
+        return SearchSession(
+            self.search,
+            question,
+            dedup=getattr(knobs, "dedup", False),
+            links=getattr(knobs, "links", 0),
+            corpus=getattr(self.retriever, "corpus", None),
+        )
+
     def own_lm(self):
         """The model the program's steps are bound to (``lm=``, ``set_lm``), else DSPy's
         configured one: what a rerank signal that calls a model scores with."""

@@ -66,13 +66,6 @@ class SearchR1(NetcastProgram):
         memory_on = bool(self.knobs.contextualize)
         memory = [EMPTY_MEMORY] if memory_on else []
 
-        def session() -> SearchSession:
-            corpus = getattr(self.retriever, "corpus", None)
-            knobs = self.knobs
-            return SearchSession(
-                self.search, question, knobs.dedup, links=knobs.links, corpus=corpus
-            )
-
         def retrieve(searching: SearchSession, query: str) -> list[tuple[str, str]]:
             hits = searching.search(query, k)
             return [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
@@ -91,7 +84,7 @@ class SearchR1(NetcastProgram):
             ).with_inputs("question", "memory", "trace")
 
         targets = annotations.gold_queries(example)
-        live = session()
+        live = self.replay_session(question)
         first = retrieve(live, question)
         have = {doc_id_of_chunk(cid) for cid, _ in first if annotations.is_gold(cid, gold)}
         missing = [query for passage, query in targets if passage["id"] not in have]
@@ -102,7 +95,7 @@ class SearchR1(NetcastProgram):
             ]
         else:  # the question's search holds them all: the first step searches a gold passage
             query = targets[0][1]
-            searches = [(query, retrieve(session(), query))]
+            searches = [(query, retrieve(self.replay_session(question), query))]
             demos = [step([], "search", query)]
         steps = [
             entry

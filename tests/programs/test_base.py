@@ -56,3 +56,15 @@ def test_copies_share_the_bound_model_and_the_saved_state_holds_none(bm25, uncon
     assert all(p.lm is lm for p in program.deepcopy().predictors())
     # the state an artifact saves is the prompts and demonstrations, not the model
     assert all(state["lm"] is None for state in program.dump_state().values())
+
+
+def test_the_replay_session_follows_links_and_dedup_and_calls_no_model(bm25, unconfigured):
+    """What an annotation teacher searches through: the knobs' link hop and de-duplication,
+    no precision step and no memory, so no model is needed (none is configured here)."""
+    knobs = {"links": 1, "dedup": True, "contextualize": True, "rerank_pool": 6}
+    program = PROGRAMS["search_r1"](bm25, rerank_signal="verdict", **knobs)
+    session = program.replay_session("Which river flows through Paris?")
+    assert [h.chunk.id for h in session.search("Seine", 3)] == ["seine#0", "paris#0"]  # linked
+    again = [h.chunk.id for h in session.search("Seine Paris", 3)]
+    assert "seine#0" not in again and "paris#0" not in again  # seen: left out
+    assert session.memory == [] and session.contextualizer is None
