@@ -41,9 +41,9 @@ TARGETS = lora.PROJECTIONS
 @dataclass(frozen=True)
 class TrainSettings:
     """How a LoRA is trained; DSPy's ``train_kwargs`` name these fields. ``threads`` (torch's
-    CPU threads; None: every core), ``checkpoint_every`` and ``gradient_checkpointing`` change
-    the time and memory a run takes, and ``progress`` (a progress bar on stderr) what it shows,
-    not its result."""
+    CPU threads; None: every core), ``checkpoint_every``, ``release_every`` and
+    ``gradient_checkpointing`` change the time and memory a run takes, and ``progress`` (a
+    progress bar on stderr) what it shows, not its result."""
 
     rank: int = 16
     alpha: float = 32.0
@@ -57,6 +57,8 @@ class TrainSettings:
     seed: int = 0
     threads: int | None = None
     checkpoint_every: int = 25
+    # give the memory a step freed back to the system every this many steps (0: never)
+    release_every: int = 10
     # recompute each decoder block's activations in the backward pass: far less memory for long
     # examples, about one more forward pass a step; None: on only where the longest example
     # would not fit in memory without it
@@ -82,6 +84,11 @@ class TrainSettings:
             value = getattr(made, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"finetune settings: {name}={value!r}; give a whole number >= 1")
+        every = made.release_every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise InputError(
+                f"finetune settings: release_every={every!r}; give a whole number >= 0"
+            )
         if made.threads is not None and (not isinstance(made.threads, int) or made.threads < 1):
             raise InputError(f"finetune settings: threads={made.threads!r}; give a number >= 1")
         if made.gradient_checkpointing is not None and not isinstance(
@@ -110,6 +117,7 @@ class TrainSettings:
         for name in (
             "threads",
             "checkpoint_every",
+            "release_every",
             "gradient_checkpointing",
             "min_examples",
             "progress",
@@ -485,6 +493,7 @@ def finetune(
                 checkpoint=checkpoint,
                 checkpoint_every=cfg.checkpoint_every,
                 key=key,
+                release_every=cfg.release_every,
                 stop=stop,
                 on_start=display.start if display is not None else None,
                 on_step=display,

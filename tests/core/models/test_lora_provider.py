@@ -356,6 +356,8 @@ def test_unknown_or_bad_settings_are_refused():
         lora_provider.TrainSettings.of({"rank": 0})
     with pytest.raises(InputError, match="threads=0"):
         lora_provider.TrainSettings.of({"threads": 0})
+    with pytest.raises(InputError, match="release_every=-1; give a whole number >= 0"):
+        lora_provider.TrainSettings.of({"release_every": -1})
     assert lora_provider.TrainSettings.of({"epochs": 2}).epochs == 2
 
 
