@@ -18,6 +18,7 @@ from netcast.errors import InputError
 from netcast.models import usage
 from netcast.models.factory import context_window, default_adapter, make_lm
 from netcast.programs import knobs as knobs_mod
+from netcast.programs.shared import rerank
 from netcast.programs.shared.search import SearchSession
 from netcast.retrievers.base import Hit, Retriever
 
@@ -173,13 +174,17 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
 
     def replay_session(self, question: str) -> SearchSession:
         """The search an annotation teacher replays a trajectory through: the run's
-        de-duplication and link hop as the knobs set them, without the steps that call a model
-        (the precision step's model signals, the contextualization memory)."""
+        de-duplication, precision step and link hop as the knobs set them, without what calls
+        a model (a precision step whose signal does: ``likelihood``, ``verdict``; the
+        contextualization memory)."""
         knobs = self.knobs
+        signal = getattr(knobs, "rerank_signal", "retriever")
         return SearchSession(
             self.search,
             question,
             dedup=getattr(knobs, "dedup", False),
+            rerank_pool=0 if rerank.needs_model(signal) else getattr(knobs, "rerank_pool", 0),
+            rerank_signal=signal,
             links=getattr(knobs, "links", 0),
             corpus=getattr(self.retriever, "corpus", None),
         )

@@ -38,6 +38,17 @@ from netcast.models import embedded, lora
 TARGETS = lora.PROJECTIONS
 
 
+# the settings that change a run's time, memory or display, not the weights it trains
+RUN_ONLY = (
+    "threads",
+    "checkpoint_every",
+    "release_every",
+    "gradient_checkpointing",
+    "min_examples",
+    "progress",
+)
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     """How a LoRA is trained; DSPy's ``train_kwargs`` name these fields. ``threads`` (torch's
@@ -114,15 +125,7 @@ class TrainSettings:
         """The settings that change the trained weights (a checkpoint's and an adapter's), with
         the base's ``dtype`` where it is not bfloat16 (a float32 training is another result)."""
         data = dataclasses.asdict(self) | ({"dtype": dtype} if dtype != "bfloat16" else {})
-        for name in (
-            "threads",
-            "checkpoint_every",
-            "release_every",
-            "gradient_checkpointing",
-            "min_examples",
-            "progress",
-            "init",
-        ):
+        for name in (*RUN_ONLY, "init"):
             data.pop(name)
         if self.init is not None:  # the adapter started from, by its content
             data["init_sha256"] = embedded.sha256_of(init_adapter_path(self.init))

@@ -175,7 +175,9 @@ class IRCoT(NetcastProgram):
         the question (the first gold passage swapped in for the last other if retrieval
         missed it), writes that passage's supporting sentence naming the bridge entity (else
         its first supporting sentence); its last step, with that sentence and then every other
-        supporting sentence, in chain order, as the reasoning so far, over the paragraphs the
+        supporting sentence, in chain order, as the reasoning so far (the first
+        ``max_steps`` - 1 of them: the loop writes no more before its last step; none with
+        ``max_steps`` 1, which teaches the first step only), over the paragraphs the
         loop would hold after searching each of them in turn (the top-``k`` of each, new ones
         only, up to the cap; every gold passage swapped in), writes "So the answer is: <gold
         answer>." ``answer`` gives the gold answer from those paragraphs. Not
@@ -197,7 +199,8 @@ class IRCoT(NetcastProgram):
             bridge = next((s for s in leads if any(_names(s, t) for t in others)), leads[0])
             shown = annotations.context_with_gold(found, [lead], len(found))
             every = [s for text in facts for s in annotations.sentences(text)]
-            so_far = [bridge, *(s for s in every if s != bridge)]
+            # the loop writes its answer sentence at step max_steps at the latest
+            so_far = [bridge, *(s for s in every if s != bridge)][: self.knobs.max_steps - 1]
             collected = dict(found)
             for sentence in so_far:  # the loop searches each sentence it writes
                 more = self.retriever.search(sentence, k)
@@ -206,12 +209,10 @@ class IRCoT(NetcastProgram):
                         collected[hit.chunk.id] = paragraph
             held = list(collected.items())
             context = annotations.context_with_gold(held, gold, len(held))
-            demos["reason"] = [
-                self._reason_demo(shown, question, [], bridge),
-                self._reason_demo(
-                    context, question, so_far, f"So the answer is: {example.answer}."
-                ),
-            ]
+            demos["reason"] = [self._reason_demo(shown, question, [], bridge)]
+            if so_far:  # with max_steps 1 the first sentence is the last
+                last = f"So the answer is: {example.answer}."
+                demos["reason"].append(self._reason_demo(context, question, so_far, last))
         else:
             context = annotations.context_with_gold(found, gold, len(found))
         final = dspy.Example(context=context, question=question, answer=example.answer)

@@ -366,11 +366,11 @@ class KnowledgeAware(NetcastProgram):
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """From the record's annotations: ``plan``'s first step searches the first gold passage
         (its title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``); the
-        other steps read that search's top-``k`` passages (and the link hop's, as set), as the
-        first step does at run time
-        (labelled P1, P2, ...; gold passages swapped in for the last others where retrieval
-        missed them): ``extract`` knows
-        each gold passage's supporting sentences, cited "(P#)", with nothing still required;
+        other steps read that search's passages through ``replay_session`` (top-``k``, the
+        link hop as set), as the first step does at run time (labelled P1, P2, ...; gold
+        passages swapped in for the last others where retrieval missed them): ``extract``
+        knows each gold passage's supporting sentences, cited "(P#)", with nothing still
+        required;
         ``filter`` copies the gold passages' supporting sentences (a whole gold passage where
         the record names none) and nothing of the others; ``generate`` answers from that
         refined context. Not taught: later plans (their Required gaps are the model's own
@@ -380,7 +380,7 @@ class KnowledgeAware(NetcastProgram):
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
         query = annotations.gold_queries(example)[0][1]  # the planned search the steps read
-        hits = self.replay_session(question).search(query, self.knobs.k)  # links as set
+        hits = self.replay_session(question).search(query, self.knobs.k)
         found = [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
         shown = annotations.marked_context_with_gold(found, gold, len(found))
         facts: dict[str, str] = {}  # gold passage id -> its cited fact

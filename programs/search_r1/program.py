@@ -49,18 +49,20 @@ class SearchR1(NetcastProgram):
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """From the record's annotations, a trajectory replayed through the program's own
-        search (de-duplication and the link hop as the knobs set them): the question is
-        searched first, and ``step`` then searches for a gold passage that search missed (by
-        its title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``); if
-        it missed none, the first step, before any search, searches the first gold passage
-        instead of the question. ``step`` then answers the gold answer over the trace those
-        searches built (the trace a step sees: with ``contextualize``, the newest information
-        block and the empty memory line), gold passages it does not hold swapped into its
-        newest block for the last others; ``answer`` gives it from every passage retrieved
-        (gold swapped in likewise). Not taught: the reasoning before a step (the model's own
-        thoughts: the demos have none and no 'think:' entries), memory notes (the auxiliary
-        model's own words, which no annotation holds), and the precision step
-        (``rerank_pool``: a teacher calls no model)."""
+        search (``replay_session``: de-duplication, a precision step that calls no model and
+        the link hop as the knobs set them): the question is searched first, and ``step`` then
+        searches for a gold passage that search missed (by its title, or the MuSiQue
+        sub-question it answers: ``annotations.gold_queries``; not with ``max_steps`` 1, where
+        the run cannot search again); if it missed none, the first step, before any search,
+        searches the first gold passage instead of the question. ``step`` then answers the
+        gold answer over the trace those searches built (the trace a step sees: with
+        ``contextualize``, the newest information block and the empty-memory line), gold
+        passages it does not hold swapped into its newest block for the last others;
+        ``answer`` gives it from what the run's reader reads: every passage retrieved (with
+        ``contextualize``, that newest block), gold swapped in likewise. Not taught: the
+        reasoning before a step (the model's own thoughts: the demos have none and no 'think:'
+        entries), and memory notes (the auxiliary model's own words, which no annotation
+        holds)."""
         gold = annotations.require(example, "gold_passages", self.name)
         question, k = example.question, self.knobs.k
         memory_on = bool(self.knobs.contextualize)
@@ -88,11 +90,13 @@ class SearchR1(NetcastProgram):
         first = retrieve(live, question)
         have = {doc_id_of_chunk(cid) for cid, _ in first if annotations.is_gold(cid, gold)}
         missing = [query for passage, query in targets if passage["id"] not in have]
-        if missing:
+        if missing and self.knobs.max_steps > 1:
             searches = [(question, first), (missing[0], retrieve(live, missing[0]))]
             demos = [
                 step([f"search: {question}", info([t for _, t in first])], "search", missing[0])
             ]
+        elif missing:  # one search allowed: the question's, then the answer
+            searches, demos = [(question, first)], []
         else:  # the question's search holds them all: the first step searches a gold passage
             query = targets[0][1]
             searches = [(query, retrieve(self.replay_session(question), query))]
@@ -106,13 +110,14 @@ class SearchR1(NetcastProgram):
         held = {doc_id_of_chunk(cid) for _, found in searches[:-1] for cid, _ in found}
         lacking = gold if memory_on else [g for g in gold if g["id"] not in held]
         query, newest = searches[-1]
-        steps += [
-            f"search: {query}",
-            info(annotations.context_with_gold(newest, lacking, len(newest))),
-        ]
+        latest = annotations.context_with_gold(newest, lacking, len(newest))
+        steps += [f"search: {query}", info(latest)]
         demos.append(step(steps, "answer", answer=example.answer))
-        everything = [pair for _, found in searches for pair in found]
-        context = annotations.context_with_gold(everything, gold, len(everything))
+        if memory_on:  # the reader reads the memory (empty here) and the newest passages
+            context = latest
+        else:
+            everything = [pair for _, found in searches for pair in found]
+            context = annotations.context_with_gold(everything, gold, len(everything))
         final = dspy.Example(context=context, question=question, answer=example.answer)
         return {"step": demos, "answer": [final.with_inputs("context", "question")]}
 

@@ -316,6 +316,17 @@ def test_knowledge_plans_gold_queries_extracts_cited_facts_and_filters_the_gold(
     assert generate.answer == "the Seine" and set(generate.context) == GOLD_TEXTS
 
 
+def test_knowledge_examples_read_the_link_hop_as_the_run_does(bm25):
+    """With ``links`` 1 the planned search's passages are followed by the one they name by
+    title, as at run time: the Seine's names Paris (one gold passage, so none is swapped in)."""
+    record = annotated()
+    record = record.copy(gold_passages=record.gold_passages[:1], gold_ids=["seine"])
+    (plain,) = demos_of("knowledge", bm25, record, k=3)["filter"]
+    (linked,) = demos_of("knowledge", bm25, record, k=3, links=1)["filter"]
+    assert [unlabelled(p) for p in plain.passages] == [SEINE]
+    assert [unlabelled(p) for p in linked.passages] == [SEINE, PARIS]
+
+
 def test_knowledge_plans_the_first_hop_and_skips_extract_without_supporting_sentences(bm25):
     demos = demos_of("knowledge", bm25, annotated(hops=HOPS, facts=()), k=3)
     assert demos["plan"][0].query == "In which city is the Eiffel Tower?"
@@ -400,6 +411,25 @@ def test_search_r1_with_memory_shows_the_empty_memory_line_and_the_newest_block(
         "search: Seine",
         f"information: {SEINE} | {EIFFEL}",
     ]
+    # the reader reads the (empty) memory and the newest passages, not every block
+    assert demos_of("search_r1", bm25, k=1, contextualize=True)["answer"][0].context == [
+        SEINE,
+        EIFFEL,
+    ]
+
+
+def test_search_r1_without_a_missing_passage_searches_a_gold_title_first(bm25):
+    """The question's top-3 holds both gold passages: the first step searches the first gold
+    passage's title instead, and answers over that search (the other gold swapped in)."""
+    search, answer = demos_of("search_r1", bm25, k=3)["step"]
+    assert (search.trace, search.action, search.query) == ([], "search", "Seine")
+    assert answer.trace == ["search: Seine", f"information: {SEINE} | {EIFFEL}"]
+
+
+def test_search_r1_with_one_search_allowed_answers_after_the_questions(bm25):
+    (answer,) = demos_of("search_r1", bm25, k=1, max_steps=1)["step"]
+    assert answer.action == "answer"
+    assert answer.trace == [f"search: {QUESTION}", f"information: {EIFFEL} | {SEINE}"]
 
 
 def test_search_r1_with_dedup_replays_unseen_passages_only(bm25):

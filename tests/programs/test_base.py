@@ -68,3 +68,6 @@ def test_the_replay_session_follows_links_and_dedup_and_calls_no_model(bm25, unc
     again = [h.chunk.id for h in session.search("Seine Paris", 3)]
     assert "seine#0" not in again and "paris#0" not in again  # seen: left out
     assert session.memory == [] and session.contextualizer is None
+    assert session.rerank_pool == 0  # the verdict signal calls a model: left out
+    retriever_signal = PROGRAMS["search_r1"](bm25, rerank_signal="retriever", **knobs)
+    assert retriever_signal.replay_session("q").rerank_pool == 6  # calls none: kept

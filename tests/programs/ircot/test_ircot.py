@@ -233,6 +233,24 @@ def test_the_last_reason_demo_holds_what_the_loop_holds_after_writing_its_senten
     assert last.context[-1] in reason_prompts(engine)[-1]
 
 
+def test_the_bridge_sentence_leads_the_reasoning_so_far_and_the_step_limit_caps_it(bm25):
+    """The bridge sentence (the one naming Paris) is the Eiffel Tower's second supporting
+    sentence: the last demo's reasoning so far starts with it, as the first demo wrote it,
+    and holds at most ``max_steps`` - 1 sentences (the loop answers at the limit)."""
+    built = "It was built in 1889."
+    record = annotated()
+    eiffel = {**record.gold_passages[1], "text": f"{built} {EIFFEL_SAYS}", "facts": [0, 1]}
+    record = record.copy(gold_passages=[record.gold_passages[0], eiffel])
+    paris_says = "Paris is the capital and largest city of France."
+    first, last = IRCoT(bm25, k=1).annotated_demos(record)["reason"]
+    assert first.next_sentence == EIFFEL_SAYS
+    assert last.reasoning_so_far == [EIFFEL_SAYS, built, paris_says]
+    _, capped = IRCoT(bm25, k=1, max_steps=3).annotated_demos(record)["reason"]
+    assert capped.reasoning_so_far == [EIFFEL_SAYS, built]
+    (only,) = IRCoT(bm25, k=1, max_steps=1).annotated_demos(record)["reason"]
+    assert only.next_sentence == EIFFEL_SAYS
+
+
 def test_without_supporting_sentences_only_the_reader_is_taught(bm25):
     demos = IRCoT(bm25, k=1).annotated_demos(annotated(facts=()))
     assert set(demos) == {"answer"}
