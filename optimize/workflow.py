@@ -26,7 +26,6 @@ from netcast.files import short_hash, slug
 from netcast.formats import Recipe, recipe_of
 from netcast.inputs import check_split_overlap
 from netcast.models import decoding_info, make_lm, model_name, token_counter
-from netcast.models import lora_provider as provider
 from netcast.models.factory import check_questions, endpoint, preflight
 from netcast.optimize.compile import demo_report
 from netcast.optimize.race import is_race
@@ -333,15 +332,11 @@ def recipe_lm(recipe: Recipe) -> dspy.BaseLM:
 
 def _trial_recipe(recipe: Recipe) -> dict[str, Any]:
     """What a search's trials mean: the recipe without its budget of calls or its rules among
-    ties (``ties``; the race's ``margin``) (as `netcast compile` writes it with no --budget),
-    nor the training settings that change only a run's time and memory (``RUN_ONLY``), so a
-    compile rerun with another budget, rule or thread count goes on from the finished trials."""
+    ties (``ties``; the race's ``margin``) (as `netcast compile` writes it with no --budget), so
+    a compile rerun with another budget or rule goes on from the finished trials."""
     data = recipe.to_dict()
     rules = ("ties", "margin")
     settings = {k: v for k, v in data["optimizer"]["settings"].items() if k not in rules}
-    if isinstance(settings.get("train"), dict):
-        train = settings["train"]
-        settings["train"] = {k: v for k, v in train.items() if k not in provider.RUN_ONLY}
     return {**data, "optimizer": {**data["optimizer"], "settings": {**settings, "budget": None}}}
 
 

@@ -38,23 +38,12 @@ from netcast.models import embedded, lora
 TARGETS = lora.PROJECTIONS
 
 
-# the settings that change a run's time, memory or display, not the weights it trains
-RUN_ONLY = (
-    "threads",
-    "checkpoint_every",
-    "release_every",
-    "gradient_checkpointing",
-    "min_examples",
-    "progress",
-)
-
-
 @dataclass(frozen=True)
 class TrainSettings:
     """How a LoRA is trained; DSPy's ``train_kwargs`` name these fields. ``threads`` (torch's
-    CPU threads; None: every core), ``checkpoint_every``, ``release_every`` and
-    ``gradient_checkpointing`` change the time and memory a run takes, and ``progress`` (a
-    progress bar on stderr) what it shows, not its result."""
+    CPU threads; None: every core), ``checkpoint_every`` and ``gradient_checkpointing`` change
+    the time and memory a run takes, and ``progress`` (a progress bar on stderr) what it shows,
+    not its result."""
 
     rank: int = 16
     alpha: float = 32.0
@@ -68,8 +57,6 @@ class TrainSettings:
     seed: int = 0
     threads: int | None = None
     checkpoint_every: int = 25
-    # give the memory a step freed back to the system every this many steps (0: never)
-    release_every: int = 10
     # recompute each decoder block's activations in the backward pass: far less memory for long
     # examples, about one more forward pass a step; None: on only where the longest example
     # would not fit in memory without it
@@ -95,11 +82,6 @@ class TrainSettings:
             value = getattr(made, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"finetune settings: {name}={value!r}; give a whole number >= 1")
-        every = made.release_every
-        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-            raise InputError(
-                f"finetune settings: release_every={every!r}; give a whole number >= 0"
-            )
         if made.threads is not None and (not isinstance(made.threads, int) or made.threads < 1):
             raise InputError(f"finetune settings: threads={made.threads!r}; give a number >= 1")
         if made.gradient_checkpointing is not None and not isinstance(
@@ -125,7 +107,14 @@ class TrainSettings:
         """The settings that change the trained weights (a checkpoint's and an adapter's), with
         the base's ``dtype`` where it is not bfloat16 (a float32 training is another result)."""
         data = dataclasses.asdict(self) | ({"dtype": dtype} if dtype != "bfloat16" else {})
-        for name in (*RUN_ONLY, "init"):
+        for name in (
+            "threads",
+            "checkpoint_every",
+            "gradient_checkpointing",
+            "min_examples",
+            "progress",
+            "init",
+        ):
             data.pop(name)
         if self.init is not None:  # the adapter started from, by its content
             data["init_sha256"] = embedded.sha256_of(init_adapter_path(self.init))
@@ -496,7 +485,6 @@ def finetune(
                 checkpoint=checkpoint,
                 checkpoint_every=cfg.checkpoint_every,
                 key=key,
-                release_every=cfg.release_every,
                 stop=stop,
                 on_start=display.start if display is not None else None,
                 on_step=display,

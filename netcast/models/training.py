@@ -393,7 +393,6 @@ def train(
     checkpoint: Path,
     checkpoint_every: int,
     key: str,
-    release_every: int = 0,
     stop: threading.Event | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_step: Callable[[int, int, float], None] | None = None,
@@ -404,11 +403,7 @@ def train(
     ``checkpoint_every`` steps and when ``stop`` is set (then ``TrainingInterrupted``).
     ``on_start(step, total)`` before the first step this run takes (``step``: where it starts,
     0 or a checkpoint's), ``on_step(step, total, loss)`` after each step. The checkpoint is
-    removed at the end. The steps run on ``threads`` torch CPU threads (``torch_threads``).
-    Every ``release_every`` steps (0: never) the memory the allocator holds freed goes back to
-    the system (``release_memory``): glibc keeps the pages of a step's freed activations, and
-    over hundreds of examples of uneven lengths a process holds several times what a step
-    uses."""
+    removed at the end. The steps run on ``threads`` torch CPU threads (``torch_threads``)."""
     import torch
 
     stop = stop or threading.Event()
@@ -449,8 +444,6 @@ def train(
             )
             if on_step is not None:
                 on_step(state.step, total, state.losses[-1])
-            if release_every and state.step % release_every == 0:
-                release_memory()
             if checkpoint_every and state.step % checkpoint_every == 0 and state.step < total:
                 save_checkpoint(checkpoint, model, optimizer, scheduler, state, key)
     model.eval()

@@ -1109,17 +1109,3 @@ def test_annotation_better_together_trains_on_the_taught_prompts_and_selects_hel
     assert saved["finetune"]["examples"]["teacher"] == "annotations"
     assert (result.artifact / "lora.gguf").exists()
     assert result.after["f1"] == 1.0 > result.before["f1"]
-
-
-def test_a_compiles_saved_trials_key_leaves_out_what_changes_only_time_and_memory(qa_file):
-    """Threads, checkpoints, memory release, progress: a rerun with other values goes on from
-    the same work directory; a setting that changes the weights (rank) starts another."""
-    from netcast.files import short_hash
-    from netcast.optimize.workflow import _trial_recipe
-
-    def key(**train):
-        return short_hash(_trial_recipe(recipe_for(qa_file, train=train)))
-
-    run_only = {"threads": 1, "checkpoint_every": 5, "release_every": 0, "progress": False}
-    assert key() == key(**run_only) == key(gradient_checkpointing=True)
-    assert key() != key(rank=8)

@@ -353,20 +353,6 @@ def test_a_finished_trainings_freed_memory_goes_back_to_the_system():
     assert before - _resident_mib() > 32
 
 
-def test_memory_is_released_every_so_many_steps_and_not_at_all_by_default(tmp_path, monkeypatch):
-    """Trims at the steps ``release_every`` names (the run's six steps: 3 and 6), never by
-    default; the trained weights are the same either way."""
-    calls = []
-    monkeypatch.setattr(training, "release_memory", lambda: calls.append(len(steps)) or True)
-    steps = []
-    _, plain = trained(tmp_path / "a.pt", on_step=lambda *a: steps.append(a[0]))
-    assert calls == [] and steps == [1, 2, 3, 4, 5, 6]
-    steps.clear()
-    _, trimmed = trained(tmp_path / "b.pt", release_every=3, on_step=lambda *a: steps.append(a[0]))
-    assert calls == [3, 6]
-    assert same_weights(plain, trimmed)
-
-
 def test_without_malloc_trim_releasing_memory_is_a_no_op(monkeypatch):
     """A C library without malloc_trim (macOS, musl): only the collector runs, no error."""
 
