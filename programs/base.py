@@ -177,17 +177,10 @@ class NetcastProgram(dspy.Module, metaclass=_BuiltForLM):
         de-duplication, precision step and link hop as the knobs set them, without what calls
         a model (a precision step whose signal does: ``likelihood``, ``verdict``; the
         contextualization memory)."""
-        knobs = self.knobs
-        signal = getattr(knobs, "rerank_signal", "retriever")
-        return SearchSession(
-            self.search,
-            question,
-            dedup=getattr(knobs, "dedup", False),
-            rerank_pool=0 if rerank.needs_model(signal) else getattr(knobs, "rerank_pool", 0),
-            rerank_signal=signal,
-            links=getattr(knobs, "links", 0),
-            corpus=getattr(self.retriever, "corpus", None),
-        )
+        session = self.search_session(question)  # no contextualizer: no memory
+        if rerank.needs_model(session.rerank_signal):
+            session.rerank_pool = 0
+        return session
 
     def own_lm(self):
         """The model the program's steps are bound to (``lm=``, ``set_lm``), else DSPy's
