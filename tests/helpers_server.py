@@ -79,6 +79,9 @@ class LlamaServer:
         self.completions = 0  # model calls answered (chat and text completions), all starts
         self._kill_at: int | None = None
         self._lock = threading.Lock()
+        # held from a kill's signal until the process is reaped: ``Popen.poll`` answers None while
+        # another thread waits on the process, so ``start`` would take a dying server for alive
+        self._life = threading.Lock()
         self.log_path = self.workdir / "server.log"
 
     @property
@@ -131,8 +134,9 @@ class LlamaServer:
         return [sys.executable, "-m", "netcast.models.serve", "--config_file", str(self.config())]
 
     def start(self, timeout: float = 180.0) -> LlamaServer:
-        if self.process is not None and self.process.poll() is None:
-            return self
+        with self._life:
+            if self.process is not None and self.process.poll() is None:
+                return self
         log = self.log_path.open("a", encoding="utf-8")
         self.process = subprocess.Popen(
             self.command(),
@@ -166,7 +170,7 @@ class LlamaServer:
                     if self._kill_at is not None and self.completions >= self._kill_at:
                         self._kill_at = None
                         # the access line comes as the reply starts: let its body go out
-                        threading.Timer(0.5, self.kill).start()
+                        threading.Timer(0.5, self.kill, args=(process,)).start()
         log.close()
 
     def settled(self, quiet: float = 1.5, timeout: float = 30.0) -> int:
@@ -190,10 +194,13 @@ class LlamaServer:
         with self._lock:
             self._kill_at = self.completions + n
 
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
+    def kill(self, process: subprocess.Popen | None = None) -> None:
+        """SIGKILL ``process`` (the running one by default) and reap it."""
+        with self._life:
+            process = process or self.process
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait(timeout=30)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
