@@ -51,6 +51,7 @@ from netcast.programs.shared.budget import (
     relevance,
 )
 from netcast.programs.shared.rerank import relevance_scores
+from netcast.programs.shared.search import SearchSession
 from netcast.retrievers.base import Hit
 from netcast.signatures import ANSWER_TOKENS, Contextualize
 
@@ -262,14 +263,14 @@ class Iterative(NetcastProgram):
         pool = candidate_hits(session.search, question, corpus, budget, self.knobs.pool_size)
         return budgeted_hits(pool, self.retriever.kind, budget)
 
-    def first_round(self, question: str) -> list[Hit]:
+    def first_round(self, question: str, session: SearchSession) -> list[Hit]:
         """What the first round puts before chunk_delete when its search is the question (as
         ``search_first`` makes it): the question's top-``k`` and, with ``fallback``, the
-        fallback retrieval's others (``combined``: its budgeted selection). For the
-        annotation teacher: no trace is written."""
-        hits = self.retriever.search(question, self.knobs.k)
+        fallback retrieval's others (``combined``: its budgeted selection), searched through
+        ``session`` as the run searches. For the annotation teacher."""
+        hits = session.search(question, self.knobs.k)
         if self.knobs.fallback:
-            hits = with_others(hits, self.fallback_hits(question, self.retriever))
+            hits = with_others(hits, self.fallback_hits(question, session))
         return hits
 
     def filter_new(self, question: str, context: WorkingContext, hits: list[Hit]) -> list[str]:
@@ -380,8 +381,10 @@ class Iterative(NetcastProgram):
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """The agent's trajectory for the record (``trajectory``) from its first round for
         the question (``first_round``: its top-``k``; ``combined``: with its budgeted
-        selection), as retrieval ranks it."""
-        return self.trajectory(example, self.first_round(example.question))
+        selection), as retrieval ranks it. Every search of the trajectory goes through one
+        ``replay_session``: the run's link hop and de-duplication, as the agent meets them."""
+        session = self.replay_session(example.question)
+        return self.trajectory(example, self.first_round(example.question, session), session)
 
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """The trajectory of a question whose first round finds no gold passage (RAFT's
@@ -389,16 +392,18 @@ class Iterative(NetcastProgram):
         the question's top-``k`` that are not gold, the next ones ranked standing in;
         ``combined``: its first round without the gold. Deleting every chunk is refused unless
         ``allow_delete_all``, so they stay beside the evidence the later searches bring (RAFT's
-        distractors)."""
+        distractors). The later searches go through a ``replay_session`` as in
+        ``annotated_demos``; ``iterative``'s first round without the gold has no link hop."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
+        session = self.replay_session(question)
         if self.knobs.initial == "budget":
-            hits = [
-                h for h in self.first_round(question) if not annotations.is_gold(h.chunk.id, gold)
-            ]
+            first = self.first_round(question, session)
+            hits = [h for h in first if not annotations.is_gold(h.chunk.id, gold)]
         else:
             hits = annotations.top_without_gold(self.retriever.search, question, self.knobs.k, gold)
-        return self.trajectory(example, hits)
+            session.seen += [h.chunk.id for h in hits]  # what de-duplication leaves out later
+        return self.trajectory(example, hits, session)
 
     def step_signature(
         self, step: str, signature: type[dspy.Signature], demo: dspy.Example, adapter: dspy.Adapter
@@ -412,7 +417,9 @@ class Iterative(NetcastProgram):
     def found(self, hits: list[Hit]) -> list[tuple[str, str]]:
         return [(h.chunk.id, p) for h, p in zip(hits, self.passages(hits), strict=True)]
 
-    def trajectory(self, example: dspy.Example, first: list[Hit]) -> dict[str, list[dspy.Example]]:
+    def trajectory(
+        self, example: dspy.Example, first: list[Hit], session: SearchSession
+    ) -> dict[str, list[dspy.Example]]:
         """What an expert agent with the record's annotations does, turn by turn, each step's
         demonstration shown what the agent is shown at that turn (no model call):
 
@@ -424,9 +431,9 @@ class Iterative(NetcastProgram):
            context, and the search's line joins the history.
         3. While a gold passage is missing, ``decide`` searches for the first one missing (by
            its title, or the MuSiQue sub-question it answers: ``annotations.gold_queries``; a
-           query already sent is not sent again); the search's top-``k``, with that passage
-           swapped in for its last hit that is not gold where the search missed it, goes
-           through step 2.
+           query already sent is not sent again); the search's top-``k`` through ``session``
+           (with the run's link hop and de-duplication), with that passage swapped in for its
+           last hit that is not gold where the search missed it, goes through step 2.
         4. Once every gold passage is in (or at ``max_steps`` decisions), ``decide`` answers
            and ``answer`` gives the gold answer from the context.
 
@@ -467,7 +474,7 @@ class Iterative(NetcastProgram):
             queries.add(query)
             step = decision_demo(question, list(context.values()), list(history), "search", query)
             demos["decide"].append(step)
-            hits = self.retriever.search(query, knobs.k)
+            hits = session.search(query, knobs.k)
             found = with_gold(self.found(hits), passage, gold)
         if len(history) < knobs.max_steps:
             passages = list(context.values())

@@ -158,6 +158,32 @@ def test_a_prompts_first_decisions_are_the_ones_after_a_search(bm25):
     assert (search.action, search.query, answer.action) == ("search", "Seine", "answer")
 
 
+def test_the_agents_searches_follow_the_link_hop_as_the_run_does(bm25):
+    """With ``links`` 1 each search's chunks come with the passage they name by title (the
+    Eiffel Tower's and the Seine's name Paris), shown to chunk_delete beside the rest, as at
+    run time; Paris is not gold, so it is deleted both times."""
+    plain, _ = demos_of("iterative", bm25, k=2)["delete_chunks"]
+    first, then = demos_of("iterative", bm25, k=2, links=1)["delete_chunks"]
+    assert [unlabelled(r) for r in plain.retrieved] == [EIFFEL, RHINE]
+    assert [unlabelled(r) for r in first.retrieved] == [EIFFEL, RHINE, PARIS]
+    assert first.delete_ids == ["N2", "N3"]
+    assert [unlabelled(r) for r in then.retrieved] == [SEINE, PARIS] and then.delete_ids == ["N2"]
+
+
+def test_with_dedup_the_agents_later_search_brings_unseen_passages_only(bm25):
+    """The hop's search ranks the Seine and the Rhine, which the first round brought: with
+    de-duplication it returns the Seine and the next unseen passage (Paris) instead, as at run
+    time."""
+    record, knobs = annotated(hops=HOPS), {"k": 2, "fallback": False, "delete": False}
+    hop = "Which river flows through Paris?"
+    _, plain, _ = demos_of("iterative", bm25, record, **knobs)["decide"]
+    _, unseen, _ = demos_of("iterative", bm25, record, dedup=True, **knobs)["decide"]
+    assert plain.history[1] == note(hop, 1, 0)
+    assert [unlabelled(c) for c in plain.context] == [EIFFEL, RHINE, SEINE]
+    assert unseen.history[1] == note(hop, 2, 0)
+    assert [unlabelled(c) for c in unseen.context] == [EIFFEL, RHINE, SEINE, PARIS]
+
+
 @pytest.mark.parametrize("name", ["iterative"])
 def test_where_the_first_search_finds_no_gold_the_decision_searches_over_what_stays(name, bm25):
     # only the Seine is gold, and the question's top-1 is the Eiffel Tower: deleting it would
