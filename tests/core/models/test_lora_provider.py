@@ -107,13 +107,13 @@ def test_a_tuned_lm_never_serves_the_base_models_cached_answers():
     sha = _store_adapter()
     path = str(embedded.model_path())
     base = EmbeddedLM("embedded", GGUFEngine(path), cache=True, num_retries=0)
-    question = [{"role": "user", "content": "What is the capital of France?"}]
-    assert "base" in base(messages=question)[0]
+    question = "What is the capital of France?"  # a prompt: DSPy sends it as one user message
+    assert "base" in base(question)[0]
     calls = len(base.engine.prompts)
-    assert "base" in base(messages=question)[0]
+    assert "base" in base(question)[0]
     assert len(base.engine.prompts) == calls  # the cache answered
     tuned = base.copy(model=lora.tuned_model_id(SPEC, sha))
-    assert "tuned" in tuned(messages=question)[0]
+    assert "tuned" in tuned(question)[0]
     assert len(tuned.engine.prompts) == 1  # its own engine was asked
 
 
