@@ -16,6 +16,7 @@ filter on, the add step may also draw on the ``wide_pool`` ranks just past the p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Literal
 
 import dspy
@@ -40,6 +41,10 @@ from netcast.programs.shared.budget import (
 )
 from netcast.programs.shared.rerank import relevance_scores
 from netcast.signatures import ANSWER_TOKENS, AnswerQuestion
+
+# the annotation teacher, crop on: other passages the answer step's training context keeps whole
+# beside the cropped gold ones (the crop's misses the reader learns to read past)
+CROP_MISSES = 3
 
 Rule = Literal["declared_year", "declared_region", "text_year", "text_date", "entity_alignment"]
 
@@ -171,56 +176,63 @@ class OneShot(NetcastProgram):
         )
 
     def annotated_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
-        """From the record's annotations: ``answer`` reads the gold answer from the context the
-        budget fills for the question (retrieval only, no crop), gold passages swapped in where
-        retrieval missed them; with the crop on, ``crop_chunk`` keeps a gold passage's supporting
-        sentences and answers NONE for the best-ranked passage that is not gold (with it off the
-        step never runs: nothing to teach it)."""
+        """From the record's annotations. ``answer`` reads the gold answer from the context the
+        budget fills for the question, gold passages swapped in where retrieval missed them.
+        With the crop on, that context is the one the crop leaves when it does as taught but for
+        a few misses: every gold passage cropped to its supporting sentences and the
+        ``CROP_MISSES`` best-ranked other passages left whole (RAFT's distractors); and
+        ``crop_chunk`` keeps each gold passage's supporting sentences and answers NONE for as
+        many other passages of the selection, spread across its ranks (the best-ranked first,
+        the worst-ranked last). With the crop off the step never runs: nothing to teach it."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
-        pool, _ = self.candidates(question, self.budget())
-        chosen = self.selection(pool, self.budget())
+        chosen = self.selection(self.candidates(question, self.budget())[0], self.budget())
         found = [(c.chunk.id, format_passage(c.chunk.title, c.text)) for c in chosen]
-        context = annotations.context_with_gold(found, gold, len(found))
-        demos = {
-            "answer": [
-                dspy.Example(context=context, question=question, answer=example.answer).with_inputs(
-                    "context", "question"
-                )
-            ]
-        }
+        marked = annotations.marked_context_with_gold(found, gold, len(found))
         if not self.knobs.crop:
-            return demos
-        # one gold passage cropped to its supporting sentences, one other dropped; each passage
-        # as ``crop_selected`` gives it to the step: its text, without its title
-        crops = []
-        for passage in gold:
-            kept = annotations.supporting_sentences(passage)
-            if kept is not None:
-                crops.append((passage["text"], kept))
-                break
-        other = next((c for c in pool if not annotations.is_gold(c.chunk.id, gold)), None)
-        if other is not None and crops:
-            crops.append((other.text, "NONE"))
-        demos["crop_chunk"] = [
-            dspy.Example(question=question, passage=p, relevant_sentences=kept).with_inputs(
-                "question", "passage"
-            )
-            for p, kept in crops
+            return {"answer": [_answer_demo(example, [text for text, _ in marked])]}
+        context, misses = [], CROP_MISSES
+        for text, passage in marked:
+            if passage is not None:
+                kept = annotations.supporting_sentences(passage) or passage["text"]
+                context.append(format_passage(passage["title"], kept))
+            elif misses:
+                context.append(text)
+                misses -= 1
+        # each passage as ``crop_selected`` gives it to the step: its text, without its title;
+        # a kept one and a dropped one in turn (a step taught on the first few sees both)
+        keep = [
+            (p["text"], kept)
+            for p in gold
+            if (kept := annotations.supporting_sentences(p)) is not None
         ]
-        return demos
+        others = [c.text for c in chosen if not annotations.is_gold(c.chunk.id, gold)]
+        drop = [(others[i], "NONE") for i in _spread(len(others), len(keep))]
+        crops = [pair for both in zip_longest(keep, drop) for pair in both if pair]
+        return {
+            "answer": [_answer_demo(example, context)],
+            "crop_chunk": [
+                dspy.Example(question=question, passage=p, relevant_sentences=kept).with_inputs(
+                    "question", "passage"
+                )
+                for p, kept in crops
+            ],
+        }
 
     def retrieved_demos(self, example: dspy.Example) -> dict[str, list[dspy.Example]]:
         """``answer`` with the record's gold answer and the context the budget fills from the
         same pool with every gold passage left out (RAFT's examples without the golden
-        document): the other candidates fill the knapsack in their place."""
+        document): the other candidates fill the knapsack in their place. With the crop on, the
+        cropped context's shape without its gold passages: the ``CROP_MISSES`` best-ranked
+        other passages, whole."""
         gold = annotations.require(example, "gold_passages", self.name)
         pool, _ = self.candidates(example.question, self.budget())
         others = [c for c in pool if not annotations.is_gold(c.chunk.id, gold)]
         chosen = self.selection(others, self.budget())
+        if self.knobs.crop:
+            chosen = chosen[:CROP_MISSES]
         context = [format_passage(c.chunk.title, c.text) for c in chosen]
-        demo = dspy.Example(context=context, question=example.question, answer=example.answer)
-        return {"answer": [demo.with_inputs("context", "question")]}
+        return {"answer": [_answer_demo(example, context)]}
 
     def filter_pool(
         self,
@@ -314,3 +326,16 @@ class OneShot(NetcastProgram):
                 after += c.tokens
         if record is not None:
             record.add_stage("crop", **counts, tokens_before=before, tokens_after=after)
+
+
+def _answer_demo(example: dspy.Example, context: list[str]) -> dspy.Example:
+    demo = dspy.Example(context=context, question=example.question, answer=example.answer)
+    return demo.with_inputs("context", "question")
+
+
+def _spread(n: int, k: int) -> list[int]:
+    """``k`` (at most ``n``) indices of ``range(n)`` spread evenly, first and last included."""
+    k = min(k, n)
+    if k <= 1:
+        return list(range(k))
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})

@@ -55,20 +55,60 @@ def test_teach_sets_demos_on_a_copy_and_they_reach_the_prompt(scripted_lm, bm25)
     assert engine.prompts[0].count("the Seine") == 2  # both demonstrations' answers
 
 
-def test_one_shot_crop_keeps_supporting_sentences_and_drops_another_passage(bm25):
-    program = get_program("one_shot")(bm25, token_budget=40, crop=True)
-    demos = annotation_demos(program, [annotated()])
-    kept, dropped = demos["crop_chunk"]
-    # each passage is the chunk's text alone, as the crop step reads it at run time
-    assert kept.passage == "The Seine is a river that flows through Paris in France."
-    assert kept.relevant_sentences == kept.passage  # its one sentence is the supporting fact
-    assert dropped.relevant_sentences == "NONE"
-    assert dropped.passage in {c.text for c in bm25.corpus.chunks}
-    assert "Seine is a river" not in dropped.passage and "Eiffel" not in dropped.passage
-    (answer,) = demos["answer"]
-    assert answer.answer == "the Seine" and any("Seine is a river" in p for p in answer.context)
-    uncropped = get_program("one_shot")(bm25, token_budget=40)  # its crop step never runs
-    assert set(annotation_demos(uncropped, [annotated()])) == {"answer"}
+def test_one_shot_crop_keeps_every_gold_passage_and_drops_as_many_others_across_the_ranks(bm25):
+    program = get_program("one_shot")(bm25, token_budget=200, pool_size=6, crop=True)
+    record = annotated()
+    pool, _ = program.candidates(record.question, 200)
+    ranked = [c.text for c in program.selection(pool, 200)]
+    others = [t for t in ranked if "Seine is" not in t and "Eiffel Tower is" not in t]
+    assert len(ranked) == 5 and len(others) == 3  # every passage sharing a word is selected
+
+    demos = program.annotated_demos(record)
+    kept = [d for d in demos["crop_chunk"] if d.relevant_sentences != "NONE"]
+    dropped = [d.passage for d in demos["crop_chunk"] if d.relevant_sentences == "NONE"]
+    # each passage is the chunk's text alone, as the crop step reads it at run time; both gold
+    # passages (the bridge one too) are shown kept, each with its one supporting sentence
+    assert {d.passage for d in kept} == {p["text"] for p in record.gold_passages}
+    assert all(d.relevant_sentences == d.passage for d in kept)
+    # as many NONE examples as kept ones: the best-ranked other passage and the worst-ranked
+    assert dropped == [others[0], others[-1]]
+    # in turn, so that the first two (a prompt's demonstrations) show one of each
+    assert [d.relevant_sentences == "NONE" for d in demos["crop_chunk"]] == [0, 1, 0, 1]
+    uncropped = get_program("one_shot")(bm25, token_budget=200, pool_size=6)  # no crop step
+    assert set(annotation_demos(uncropped, [record])) == {"answer"}
+
+
+def test_one_shot_crop_answer_context_is_the_cropped_gold_among_the_best_ranked_others(
+    bm25, monkeypatch
+):
+    from netcast.programs.one_shot import program as one_shot
+
+    monkeypatch.setattr(one_shot, "CROP_MISSES", 2)  # fewer than the 3 others selected
+    record = annotated()
+    seine, eiffel = record.gold_passages
+    longer = {**seine, "text": "It is 777 km long. " + seine["text"], "facts": [1]}
+    record = record.copy(gold_passages=[longer, eiffel])
+    cropped = get_program("one_shot")(bm25, token_budget=200, pool_size=6, crop=True)
+    pool, _ = cropped.candidates(record.question, 200)
+    others = [
+        f"{c.chunk.title}: {c.text}"
+        for c in cropped.selection(pool, 200)
+        if c.chunk.id.split("#")[0] not in ("seine", "eiffel")
+    ]
+
+    (answer,) = annotation_demos(cropped, [record])["answer"]
+    assert answer.answer == "the Seine"
+    assert "Seine: The Seine is a river that flows through Paris in France." in answer.context
+    assert not any("777 km" in p for p in answer.context)  # cropped to its supporting sentence
+    assert [p for p in answer.context if p in others] == others[:2]
+    assert len(answer.context) == 2 + 2
+
+    (blind,) = cropped.retrieved_demos(record)["answer"]  # RAFT's: no gold, the same misses
+    assert blind.context == others[:2]
+
+    whole = get_program("one_shot")(bm25, token_budget=200, pool_size=6)  # crop off: as selected
+    (plain,) = annotation_demos(whole, [record])["answer"]
+    assert len(plain.context) == 5 and set(others) <= set(plain.context)
 
 
 def test_one_shot_crop_keeps_only_the_supporting_sentences_of_a_longer_passage(bm25):
