@@ -182,8 +182,7 @@ class OneShot(NetcastProgram):
         ``CROP_MISSES`` best-ranked other passages left whole (RAFT's distractors); and
         ``crop_chunk`` keeps each gold passage's supporting sentences and answers NONE for the
         selection's worst-ranked passage: one NONE a question, as a crop that drops a gold
-        passage loses the answer while one that keeps a distractor loses only tokens (taught
-        NONE as often as a kept crop, the 0.5B answered NONE for gold passages too). With the
+        passage loses the answer while one that keeps a distractor loses only tokens. With the
         crop off the step never runs: nothing to teach it."""
         gold = annotations.require(example, "gold_passages", self.name)
         question = example.question
